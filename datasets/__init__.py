@@ -1,0 +1,10 @@
+"""Input pipeline: ImageNet layouts, transforms and the training iterator."""
+from datasets.errors import InputError  # NOQA
+from datasets.global_order_iterator import GlobalOrderIterator  # NOQA
+from datasets.image_list import check_labels  # NOQA
+from datasets.image_list import read_class_folders  # NOQA
+from datasets.image_list import read_list_file  # NOQA
+from datasets.transforms import load_mean  # NOQA
+from datasets.transforms import resize_for  # NOQA
+from datasets.transforms import TrainTransform  # NOQA
+from datasets.transforms import ValTransform  # NOQA

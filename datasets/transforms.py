@@ -1,0 +1,92 @@
+"""Training and validation transforms: crop, flip and mean subtraction.
+
+Both map a ``(path, label)`` example to a ``(3, crop, crop)`` float32 image
+``(pixel - mean) / 255`` and an int32 label. The training transform takes a
+``numpy.random.Generator`` so that augmentation is reproducible per sample,
+whichever loader process runs it.
+"""
+import os
+
+import numpy
+
+from datasets.decoding import load_square
+from datasets.errors import InputError
+
+#: Per-channel RGB mean of ImageNet's training set, in 0..255.
+IMAGENET_MEAN = numpy.array([123.675, 116.28, 103.53], dtype=numpy.float32)
+
+
+def resize_for(crop_size):
+    """The square side images are resized to before cropping (256 for 224)."""
+    return int(round(crop_size * 256 / 224))
+
+
+def load_mean(path, resize):
+    """Read a per-channel ``(3,)`` or per-pixel ``(3, resize, resize)`` mean.
+
+    ``path`` is a ``.npy`` file (as Chainer's compute_mean.py writes) or None
+    for ImageNet's per-channel mean.
+    """
+    if path is None:
+        return IMAGENET_MEAN
+    if not os.path.isfile(path):
+        raise InputError('--mean {}: no such file'.format(path))
+    try:
+        mean = numpy.load(path)
+    except (ValueError, OSError) as e:
+        raise InputError('--mean {}: not a .npy array ({})'.format(path, e))
+    if mean.shape not in ((3,), (3, resize, resize)):
+        raise InputError(
+            '--mean {}: shape {} is neither (3,) nor (3, {}, {}) (the resized '
+            'image side for this --crop-size)'.format(
+                path, mean.shape, resize, resize))
+    return mean.astype(numpy.float32)
+
+
+class _CropTransform(object):
+
+    def __init__(self, crop_size, mean, resize=None):
+        self.crop_size = crop_size
+        self.resize = resize or resize_for(crop_size)
+        if crop_size > self.resize:
+            raise InputError('--crop-size {} is larger than the resized image '
+                             'side {}'.format(crop_size, self.resize))
+        self.mean = mean if mean.ndim == 3 else mean.reshape(3, 1, 1)
+        self.scale = numpy.float32(1.0 / 255.0)
+
+    def _normalize(self, image, top, left, flip=False):
+        """``(crop - mean) / 255`` in CHW, written once into a fresh buffer.
+
+        A flip mirrors the crop together with its window of a per-pixel mean.
+        """
+        c = self.crop_size
+        crop = image[top:top + c, left:left + c].transpose(2, 0, 1)
+        mean = self.mean
+        if mean.shape[1] != 1:
+            mean = mean[:, top:top + c, left:left + c]
+        if flip:
+            crop, mean = crop[:, :, ::-1], mean[:, :, ::-1]
+        out = numpy.subtract(crop, mean, dtype=numpy.float32)
+        out *= self.scale
+        return out
+
+
+class TrainTransform(_CropTransform):
+    """Random ``crop_size`` crop and horizontal flip of the resized image."""
+
+    def __call__(self, example, rng):
+        path, label = example
+        image = load_square(path, self.resize)
+        top, left = rng.integers(0, self.resize - self.crop_size + 1, size=2)
+        flip = rng.random() < 0.5
+        return self._normalize(image, top, left, flip), numpy.int32(label)
+
+
+class ValTransform(_CropTransform):
+    """Centre ``crop_size`` crop of the resized image."""
+
+    def __call__(self, example):
+        path, label = example
+        image = load_square(path, self.resize)
+        offset = (self.resize - self.crop_size) // 2
+        return self._normalize(image, offset, offset), numpy.int32(label)

@@ -1,0 +1,41 @@
+"""Shared fixtures: launching real `mpiexec -n N` jobs on CPU."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), 'mpiexec')
+
+
+def mpi_command(n, args):
+    """The argv that runs ``python args...`` on ``n`` MPI processes."""
+    cmd = [MPIEXEC, '--oversubscribe', '-n', str(n)]
+    if os.geteuid() == 0:
+        cmd.append('--allow-run-as-root')
+    return cmd + [sys.executable] + list(args)
+
+
+def run_mpi(n, args, timeout=300, cwd=REPO, env=None, check=True):
+    """Run ``python args...`` on ``n`` processes; return the CompletedProcess.
+
+    Each process gets one BLAS thread so that jobs do not oversubscribe the
+    cores. With ``check`` a non-zero exit fails the calling test with the
+    job's output.
+    """
+    full_env = dict(os.environ, OMP_NUM_THREADS='1', OPENBLAS_NUM_THREADS='1',
+                    PYTHONPATH=REPO)
+    full_env.update(env or {})
+    proc = subprocess.run(mpi_command(n, args), cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        pytest.fail('mpiexec -n {} {} exited {}\n--- stdout\n{}\n--- stderr\n{}'
+                    .format(n, ' '.join(args), proc.returncode,
+                            proc.stdout[-4000:], proc.stderr[-4000:]))
+    return proc
+
+
+@pytest.fixture
+def mpirun():
+    return run_mpi

@@ -1,0 +1,303 @@
+#!/usr/bin/env python
+"""Data-parallel ResNet-50 training on ImageNet with Chainer and ChainerMN.
+
+    mpiexec -n 1024 python train_imagenet.py train.txt val.txt --root DIR --gpu
+
+runs the recipe of Akiba, Suzuki & Fukuda (2017), "Extremely Large Minibatch
+SGD: Training ResNet-50 on ImageNet in 15 Minutes". ``train`` and ``val`` are
+Chainer list files (``path label`` per line, relative to ``--root``) or
+class-folder directories; with neither (or ``--demo``) it trains on the
+embedded Fashion-MNIST subset.
+"""
+import argparse
+import multiprocessing
+import os
+import sys
+import traceback
+
+import chainer
+import chainer.links as L
+from chainer import training
+from chainer.training import extensions as chainer_extensions
+import chainermn
+import numpy
+
+import datasets
+from datasets import demo
+import extensions
+import models
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description='Extremely large minibatch ResNet-50 training '
+                    '(Akiba et al. 2017) with ChainerMN')
+    parser.add_argument('train', nargs='?',
+                        help='training list file or class-folder directory')
+    parser.add_argument('val', nargs='?',
+                        help='validation list file or class-folder directory')
+    parser.add_argument('--demo', action='store_true',
+                        help='train on the embedded Fashion-MNIST subset')
+    parser.add_argument('--root', default='.',
+                        help='root directory of the paths in list files')
+    parser.add_argument('--arch', '-a', choices=sorted(models.archs),
+                        default='resnet50', help='network architecture')
+    parser.add_argument('--n-class', type=int,
+                        help='number of classes (default: the number of '
+                             'class folders, or 1000 for list files)')
+    parser.add_argument('--batchsize', '-B', type=int, default=32,
+                        help='minibatch size per worker')
+    parser.add_argument('--val_batchsize', '-b', type=int, default=250,
+                        help='validation minibatch size per worker')
+    parser.add_argument('--epoch', '-E', type=int,
+                        help='epochs to train (default 90; 5 with --demo)')
+    parser.add_argument('--iterations', type=int,
+                        help='stop after this many iterations instead')
+    parser.add_argument('--crop-size', type=int,
+                        help='side of the training/validation crop '
+                             '(default 224; 32 with --demo)')
+    parser.add_argument('--resize', type=int,
+                        help='square side images are resized to before '
+                             'cropping (default crop-size x 256 / 224)')
+    parser.add_argument('--mean', '-m',
+                        help='mean file (.npy of shape (3,) or '
+                             '(3, resize, resize)); default: ImageNet RGB mean')
+    parser.add_argument('--loaderjob', '-j', type=int, default=2,
+                        help='image loading processes per worker '
+                             '(0: load in the training process)')
+    parser.add_argument('--communicator', default=None,
+                        help='ChainerMN communicator (default: naive on '
+                             'CPU, pure_nccl on GPU)')
+    parser.add_argument('--device', '-d', default='-1',
+                        help='device specifier, e.g. @cupy:0 or -1 for CPU')
+    parser.add_argument('--gpu', '-g', action='store_true',
+                        help='use the GPU of this worker\'s intra-node rank')
+    parser.add_argument('--out', '-o', default='result',
+                        help='output directory')
+    parser.add_argument('--resume', '-r', help='snapshot to resume from')
+    parser.add_argument('--seed', type=int, default=0,
+                        help='seed of initialization, data order and '
+                             'augmentation')
+    parser.add_argument('--log-interval', type=int, default=10,
+                        help='iterations between log lines')
+    parser.add_argument('--val-interval', type=float, default=1,
+                        help='epochs between validations')
+    parser.add_argument('--snapshot-interval', type=float, default=1,
+                        help='epochs between snapshots')
+    parser.add_argument('--test', action='store_true',
+                        help='smoke test: 5 iterations, log and validate on '
+                             'few images at the end')
+    args = parser.parse_args(argv)
+    return _resolve_defaults(parser, args)
+
+
+def _resolve_defaults(parser, args):
+    if args.demo or args.train is None:
+        if args.train is not None or args.val is not None:
+            parser.error('--demo takes no train/val arguments')
+        args.demo = True
+        args.train, args.val = demo.TRAIN_DIR, demo.VAL_DIR
+    elif args.val is None:
+        parser.error('the validation set is required with a training set')
+    if args.epoch is None:
+        args.epoch = 5 if args.demo else 90
+    if args.crop_size is None:
+        args.crop_size = demo.CROP_SIZE if args.demo else 224
+    if args.resize is None:
+        args.resize = datasets.resize_for(args.crop_size)
+    if args.test:
+        args.log_interval = 1
+        if args.iterations is None:
+            args.iterations = 5
+    for flag in ('batchsize', 'val_batchsize', 'epoch', 'crop_size',
+                 'log_interval'):
+        if getattr(args, flag) <= 0:
+            parser.error('--{} must be positive, got {}'.format(
+                flag, getattr(args, flag)))
+    if args.iterations is not None and args.iterations <= 0:
+        parser.error('--iterations must be positive, got {}'.format(
+            args.iterations))
+    if args.crop_size < 32:
+        parser.error('--crop-size must be at least 32 (ResNet-50\'s smallest '
+                     'input), got {}'.format(args.crop_size))
+    return args
+
+
+def read_dataset(path, root, class_names=None):
+    """``(path, label)`` pairs of a list file or a class-folder directory, and
+    the class names (None for a list file)."""
+    if os.path.isdir(path):
+        return datasets.read_class_folders(path, class_names)
+    return datasets.read_list_file(path, root), None
+
+
+def load_datasets(args):
+    """Training and validation pairs and the number of classes, all checked."""
+    train, class_names = read_dataset(args.train, args.root)
+    val, _ = read_dataset(args.val, args.root, class_names)
+    n_class = args.n_class
+    if n_class is None:
+        n_class = len(class_names) if class_names else 1000
+    datasets.check_labels(train, n_class, args.train)
+    datasets.check_labels(val, n_class, args.val)
+    return train, val, n_class
+
+
+def validation_shard(val, comm, limit=None):
+    """This worker's contiguous, disjoint share of the validation set."""
+    n = len(val) if limit is None else min(limit, len(val))
+    return val[n * comm.rank // comm.size:n * (comm.rank + 1) // comm.size]
+
+
+def create_communicator(args):
+    name = args.communicator or ('pure_nccl' if args.gpu else 'naive')
+    try:
+        return chainermn.create_communicator(name)
+    except ValueError:
+        raise datasets.InputError(
+            '--communicator {}: unknown communicator name'.format(name))
+
+
+def build_model(args, n_class):
+    predictor = models.archs[args.arch](n_class)
+    return L.Classifier(predictor)
+
+
+def build_optimizer(args, comm, model, total_batchsize):
+    lr = 0.1 * total_batchsize / 256
+    optimizer = chainermn.create_multi_node_optimizer(
+        chainer.optimizers.MomentumSGD(lr=lr, momentum=0.9), comm)
+    optimizer.setup(model)
+    optimizer.add_hook(chainer.optimizer_hooks.WeightDecay(1e-4))
+    return optimizer
+
+
+def stop_trigger(args):
+    if args.iterations is not None:
+        return args.iterations, 'iteration'
+    return args.epoch, 'epoch'
+
+
+def interval_trigger(args, epochs):
+    """Every ``epochs`` (fractional) epochs, or at the end of a --test run."""
+    if args.test:
+        return stop_trigger(args)
+    return chainer.training.triggers.IntervalTrigger(epochs, 'epoch')
+
+
+def build_trainer(args, comm, device, model, optimizer, train_iter, val_iter,
+                  total_batchsize):
+    updater = training.StandardUpdater(
+        train_iter, optimizer, converter=chainer.dataset.concat_examples,
+        device=device)
+    trainer = training.Trainer(updater, stop_trigger(args), out=args.out)
+    val_trigger = interval_trigger(args, args.val_interval)
+    log_trigger = (args.log_interval, 'iteration')
+    trainer.extend(extensions.DistributedEvaluator(
+        val_iter, model.predictor, comm, chainer.dataset.concat_examples,
+        device), trigger=val_trigger)
+    trainer.extend(extensions.Throughput(total_batchsize))
+    if comm.rank == 0:
+        trainer.extend(chainer_extensions.snapshot(
+            filename='snapshot_iter_{.updater.iteration}'),
+            trigger=interval_trigger(args, args.snapshot_interval))
+        trainer.extend(chainer_extensions.LogReport(trigger=log_trigger))
+        trainer.extend(chainer_extensions.observe_lr(), trigger=log_trigger)
+        trainer.extend(chainer_extensions.PrintReport(
+            ['epoch', 'iteration', 'main/loss', 'validation/main/loss',
+             'main/accuracy', 'validation/main/accuracy',
+             'validation/main/top5', 'lr', 'images/s', 'elapsed_time']),
+            trigger=log_trigger)
+        for name, keys in (
+                ('loss', ['main/loss', 'validation/main/loss']),
+                ('accuracy', ['main/accuracy', 'validation/main/accuracy',
+                              'validation/main/top5'])):
+            trainer.extend(chainer_extensions.PlotReport(
+                keys, 'epoch', trigger=log_trigger,
+                filename=name + '.png'))
+        if sys.stdout.isatty():
+            trainer.extend(chainer_extensions.ProgressBar())
+    return trainer
+
+
+def start_forkserver():
+    """Start the loaders' forkserver before MPI is initialized: forking a
+    process that holds InfiniBand resources crashes the loaders."""
+    multiprocessing.set_start_method('forkserver', force=True)
+    p = multiprocessing.Process()
+    p.start()
+    p.join()
+
+
+def run(args):
+    if args.loaderjob > 0:
+        start_forkserver()
+    comm = create_communicator(args)
+    device = chainer.get_device(
+        '@cupy:{}'.format(comm.intra_rank) if args.gpu else args.device)
+    device.use()
+    numpy.random.seed(args.seed)
+
+    failure = None
+    try:
+        train, val, n_class = load_datasets(args)
+    except datasets.InputError as e:
+        failure = str(e)
+    failures = comm.mpi_comm.allgather(failure)
+    if any(failures):
+        raise datasets.InputError(next(f for f in failures if f))
+
+    total_batchsize = args.batchsize * comm.size
+    if comm.rank == 0:
+        print('workers: {}  minibatch per worker: {}  total minibatch: {}'
+              .format(comm.size, args.batchsize, total_batchsize))
+        print('training images: {}  validation images: {}  classes: {}'
+              .format(len(train), len(val), n_class))
+    mean = datasets.load_mean(args.mean, args.resize)
+    train_iter = datasets.GlobalOrderIterator(
+        train, args.batchsize,
+        datasets.TrainTransform(args.crop_size, mean, args.resize),
+        rank=comm.rank, n_workers=comm.size, seed=args.seed,
+        n_processes=args.loaderjob)
+    val_shard = chainer.datasets.TransformDataset(
+        validation_shard(val, comm, 64 if args.test else None),
+        datasets.ValTransform(args.crop_size, mean, args.resize))
+    if args.loaderjob > 0:
+        val_iter = chainer.iterators.MultiprocessIterator(
+            val_shard, args.val_batchsize, repeat=False, shuffle=False,
+            n_processes=args.loaderjob)
+    else:
+        val_iter = chainer.iterators.SerialIterator(
+            val_shard, args.val_batchsize, repeat=False, shuffle=False)
+
+    model = build_model(args, n_class)
+    model.to_device(device)
+    optimizer = build_optimizer(args, comm, model, total_batchsize)
+    trainer = build_trainer(args, comm, device, model, optimizer, train_iter,
+                            val_iter, total_batchsize)
+    if args.resume:
+        chainer.serializers.load_npz(args.resume, trainer)
+    trainer.run()
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        run(args)
+    except datasets.InputError as e:
+        from mpi4py import MPI
+        if MPI.COMM_WORLD.rank == 0:  # every worker meets the same error
+            print('{}: error: {}'.format(os.path.basename(sys.argv[0]), e),
+                  file=sys.stderr)
+        sys.exit(2)
+    except Exception:
+        # One failing worker must end the whole job instead of leaving the
+        # others blocked in a collective.
+        traceback.print_exc()
+        sys.stderr.flush()
+        from mpi4py import MPI
+        MPI.COMM_WORLD.Abort(1)
+
+
+if __name__ == '__main__':
+    main()
