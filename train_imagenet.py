@@ -26,6 +26,7 @@ import datasets
 from datasets import demo
 import extensions
 import models
+from optimizers import recipes
 
 
 def parse_args(argv=None):
@@ -87,6 +88,7 @@ def parse_args(argv=None):
     parser.add_argument('--test', action='store_true',
                         help='smoke test: 5 iterations, log and validate on '
                              'few images at the end')
+    recipes.add_arguments(parser)
     args = parser.parse_args(argv)
     return _resolve_defaults(parser, args)
 
@@ -101,6 +103,7 @@ def _resolve_defaults(parser, args):
         parser.error('the validation set is required with a training set')
     if args.epoch is None:
         args.epoch = 5 if args.demo else 90
+    recipes.resolve(args, parser)
     if args.crop_size is None:
         args.crop_size = demo.CROP_SIZE if args.demo else 224
     if args.resize is None:
@@ -112,14 +115,15 @@ def _resolve_defaults(parser, args):
     for flag in ('batchsize', 'val_batchsize', 'epoch', 'crop_size',
                  'log_interval'):
         if getattr(args, flag) <= 0:
-            parser.error('--{} must be positive, got {}'.format(
+            raise datasets.InputError('--{} must be positive, got {}'.format(
                 flag, getattr(args, flag)))
     if args.iterations is not None and args.iterations <= 0:
-        parser.error('--iterations must be positive, got {}'.format(
-            args.iterations))
+        raise datasets.InputError(
+            '--iterations must be positive, got {}'.format(args.iterations))
     if args.crop_size < 32:
-        parser.error('--crop-size must be at least 32 (ResNet-50\'s smallest '
-                     'input), got {}'.format(args.crop_size))
+        raise datasets.InputError(
+            '--crop-size must be at least 32 (ResNet-50\'s smallest input), '
+            'got {}'.format(args.crop_size))
     return args
 
 
@@ -159,16 +163,16 @@ def create_communicator(args):
 
 
 def build_model(args, n_class):
-    predictor = models.archs[args.arch](n_class)
+    predictor = models.archs[args.arch](
+        n_class, zero_init_residual=recipes.zero_init_residual(args))
     return L.Classifier(predictor)
 
 
 def build_optimizer(args, comm, model, total_batchsize):
-    lr = 0.1 * total_batchsize / 256
     optimizer = chainermn.create_multi_node_optimizer(
-        chainer.optimizers.MomentumSGD(lr=lr, momentum=0.9), comm)
+        recipes.create_optimizer(args, total_batchsize), comm)
     optimizer.setup(model)
-    optimizer.add_hook(chainer.optimizer_hooks.WeightDecay(1e-4))
+    recipes.add_hooks(optimizer, args)
     return optimizer
 
 
@@ -197,21 +201,24 @@ def build_trainer(args, comm, device, model, optimizer, train_iter, val_iter,
         val_iter, model.predictor, comm, chainer.dataset.concat_examples,
         device), trigger=val_trigger)
     trainer.extend(extensions.Throughput(total_batchsize))
+    scheduled = recipes.extend_trainer(trainer, args, optimizer,
+                                       total_batchsize)
     if comm.rank == 0:
         trainer.extend(chainer_extensions.snapshot(
             filename='snapshot_iter_{.updater.iteration}'),
             trigger=interval_trigger(args, args.snapshot_interval))
         trainer.extend(chainer_extensions.LogReport(trigger=log_trigger))
-        trainer.extend(chainer_extensions.observe_lr(), trigger=log_trigger)
         trainer.extend(chainer_extensions.PrintReport(
             ['epoch', 'iteration', 'main/loss', 'validation/main/loss',
              'main/accuracy', 'validation/main/accuracy',
-             'validation/main/top5', 'lr', 'images/s', 'elapsed_time']),
+             'validation/main/top5'] + scheduled + ['images/s',
+                                                    'elapsed_time']),
             trigger=log_trigger)
         for name, keys in (
                 ('loss', ['main/loss', 'validation/main/loss']),
                 ('accuracy', ['main/accuracy', 'validation/main/accuracy',
-                              'validation/main/top5'])):
+                              'validation/main/top5']),
+                *((key, [key]) for key in scheduled)):
             trainer.extend(chainer_extensions.PlotReport(
                 keys, 'epoch', trigger=log_trigger,
                 filename=name + '.png'))
@@ -281,9 +288,8 @@ def run(args):
 
 
 def main(argv=None):
-    args = parse_args(argv)
     try:
-        run(args)
+        run(parse_args(argv))
     except datasets.InputError as e:
         from mpi4py import MPI
         if MPI.COMM_WORLD.rank == 0:  # every worker meets the same error

@@ -52,6 +52,7 @@ class GlobalOrderIterator(chainer.dataset.Iterator):
 
     def __init__(self, dataset, batch_size, transform, rank=0, n_workers=1,
                  micro_batches=1, seed=0, n_processes=0):
+        self._pool = None
         per_update = batch_size * micro_batches
         if batch_size <= 0 or micro_batches <= 0:
             raise InputError('--batchsize and --accumulate must be positive, '
@@ -78,7 +79,6 @@ class GlobalOrderIterator(chainer.dataset.Iterator):
         self._update_start = (0, 0)
         self._orders = {}
         self._pending = None
-        self._pool = None
         if n_processes > 0:
             self._pool = multiprocessing.get_context('forkserver').Pool(
                 n_processes, _init_loader, (dataset, transform))

@@ -31,7 +31,7 @@ class DistributedEvaluator(extensions.Evaluator):
             it = copy.copy(iterator)
         sums = numpy.zeros(4)  # loss, top-1 hits, top-5 hits, images
         with chainer.no_backprop_mode(), chainer.using_config('train', False):
-            for batch in it:
+            for batch in (it if len(it.dataset) else ()):  # may be empty
                 x, t = self.converter(batch, self.device)
                 sums += _batch_sums(predictor(x).array, t)
         loss, top1, top5, count = self.comm.mpi_comm.allreduce(sums)

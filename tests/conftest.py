@@ -17,7 +17,7 @@ def mpi_command(n, args):
     return cmd + [sys.executable] + list(args)
 
 
-def run_mpi(n, args, timeout=300, cwd=REPO, env=None, check=True):
+def run_mpi(n, args, timeout=180, cwd=REPO, env=None, check=True):
     """Run ``python args...`` on ``n`` processes; return the CompletedProcess.
 
     Each process gets one BLAS thread so that jobs do not oversubscribe the

@@ -1,0 +1,108 @@
+import os
+
+import numpy
+import pytest
+from PIL import Image
+
+import datasets
+from datasets import demo
+
+
+def write_image(path, size=(40, 30), mode='RGB', color=100):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    Image.new(mode, size, color).save(path)
+
+
+@pytest.fixture
+def folders(tmp_path):
+    for cls in ('b_cat', 'a_dog', 'c_eel'):
+        for i in range(3):
+            write_image(str(tmp_path / 'train' / cls / '{}.jpg'.format(i)))
+    return tmp_path / 'train'
+
+
+def test_class_folders_label_sorted_folder_names(folders):
+    pairs, names = datasets.read_class_folders(str(folders))
+    assert names == ['a_dog', 'b_cat', 'c_eel']
+    assert len(pairs) == 9
+    for path, label in pairs:
+        assert os.path.basename(os.path.dirname(path)) == names[label]
+
+
+def test_validation_folders_reuse_training_labels(folders, tmp_path):
+    write_image(str(tmp_path / 'val' / 'c_eel' / 'x.jpg'))
+    _, names = datasets.read_class_folders(str(folders))
+    pairs, _ = datasets.read_class_folders(str(tmp_path / 'val'), names)
+    assert pairs == [(str(tmp_path / 'val' / 'c_eel' / 'x.jpg'), 2)]
+
+
+def test_list_file_is_relative_to_root(folders, tmp_path):
+    listing = tmp_path / 'train.txt'
+    listing.write_text('a_dog/0.jpg 0\n\nc_eel/2.jpg 2\n')
+    pairs = datasets.read_list_file(str(listing), str(folders))
+    assert pairs == [(os.path.join(str(folders), 'a_dog/0.jpg'), 0),
+                     (os.path.join(str(folders), 'c_eel/2.jpg'), 2)]
+
+
+def test_embedded_demo_dataset_is_class_balanced():
+    train, names = datasets.read_class_folders(demo.TRAIN_DIR)
+    val, _ = datasets.read_class_folders(demo.VAL_DIR, names)
+    assert names == demo.CLASS_NAMES
+    assert numpy.bincount([l for _, l in train]).tolist() == [300] * 10
+    assert numpy.bincount([l for _, l in val]).tolist() == [100] * 10
+
+
+@pytest.mark.parametrize('mode', ['L', 'P', 'CMYK', 'RGBA', 'RGB'])
+def test_any_image_mode_decodes_to_rgb(tmp_path, mode):
+    path = str(tmp_path / 'img.png')
+    if mode == 'CMYK':
+        path = str(tmp_path / 'img.jpg')
+    write_image(path, (50, 40), mode, 7 if mode in 'LP' else None)
+    image = datasets.decoding.load_square(path, 36)
+    assert image.shape == (36, 36, 3) and image.dtype == numpy.uint8
+
+
+def test_train_transform_shape_range_and_determinism(tmp_path):
+    path = str(tmp_path / 'x.jpg')
+    Image.fromarray(numpy.random.RandomState(0).randint(
+        0, 256, (48, 64, 3)).astype(numpy.uint8)).save(path)
+    mean = datasets.load_mean(None, 36)
+    t = datasets.TrainTransform(32, mean, 36)
+    x, label = t((path, 4), numpy.random.default_rng(1))
+    y, _ = t((path, 4), numpy.random.default_rng(1))
+    assert x.shape == (3, 32, 32) and x.dtype == numpy.float32
+    assert label == 4 and label.dtype == numpy.int32
+    assert (x == y).all()
+    assert -0.5 < x.min() and x.max() < 0.6  # (pixel - mean) / 255
+    outs = {t((path, 0), numpy.random.default_rng(s))[0].tobytes()
+            for s in range(20)}
+    assert len(outs) > 5  # crops and flips vary with the generator
+
+
+def test_val_transform_is_a_centre_crop(tmp_path):
+    path = str(tmp_path / 'x.png')
+    image = numpy.arange(36 * 36 * 3, dtype=numpy.uint32).reshape(36, 36, 3)
+    Image.fromarray((image % 251).astype(numpy.uint8)).save(path)
+    mean = numpy.zeros(3, numpy.float32)
+    x, _ = datasets.ValTransform(32, mean, 36)((path, 0))
+    expected = (image % 251)[2:34, 2:34].transpose(2, 0, 1) / 255.
+    numpy.testing.assert_allclose(x, expected, rtol=1e-6)
+
+
+def test_per_pixel_mean_is_cropped_with_the_image(tmp_path):
+    path = str(tmp_path / 'x.png')
+    write_image(path, (36, 36), 'RGB', (10, 20, 30))
+    mean_file = str(tmp_path / 'mean.npy')
+    pixel_mean = numpy.zeros((3, 36, 36), numpy.float32)
+    pixel_mean[:, 2:34, 2:34] = numpy.array([10, 20, 30])[:, None, None]
+    numpy.save(mean_file, pixel_mean)
+    mean = datasets.load_mean(mean_file, 36)
+    x, _ = datasets.ValTransform(32, mean, 36)((path, 0))
+    assert (x == 0).all()
+
+
+def test_mean_file_of_wrong_shape_is_refused(tmp_path):
+    mean_file = str(tmp_path / 'mean.npy')
+    numpy.save(mean_file, numpy.zeros((3, 10, 10)))
+    with pytest.raises(datasets.InputError, match=r'mean\.npy: shape'):
+        datasets.load_mean(mean_file, 36)
