@@ -22,11 +22,15 @@ from chainer.training import extensions as chainer_extensions
 import chainermn
 import numpy
 
+from communicators import NonFiniteGradientError
 import datasets
 from datasets import demo
 import extensions
+from extensions import snapshots
 import models
+from optimizers import NonFiniteGradientGuard
 from optimizers import recipes
+import updaters
 
 
 def parse_args(argv=None):
@@ -47,7 +51,10 @@ def parse_args(argv=None):
                         help='number of classes (default: the number of '
                              'class folders, or 1000 for list files)')
     parser.add_argument('--batchsize', '-B', type=int, default=32,
-                        help='minibatch size per worker')
+                        help='minibatch size per worker (per micro-batch)')
+    parser.add_argument('--accumulate', type=int, default=1,
+                        help='micro-batches per worker per update (virtual '
+                             'workers: each is normalized on its own)')
     parser.add_argument('--val_batchsize', '-b', type=int, default=250,
                         help='validation minibatch size per worker')
     parser.add_argument('--epoch', '-E', type=int,
@@ -75,7 +82,9 @@ def parse_args(argv=None):
                         help='use the GPU of this worker\'s intra-node rank')
     parser.add_argument('--out', '-o', default='result',
                         help='output directory')
-    parser.add_argument('--resume', '-r', help='snapshot to resume from')
+    parser.add_argument('--resume', '-r',
+                        help='snapshot to resume from, or "auto" for the '
+                             'newest intact one in --out (if any)')
     parser.add_argument('--seed', type=int, default=0,
                         help='seed of initialization, data order and '
                              'augmentation')
@@ -85,6 +94,18 @@ def parse_args(argv=None):
                         help='epochs between validations')
     parser.add_argument('--snapshot-interval', type=float, default=1,
                         help='epochs between snapshots')
+    parser.add_argument('--snapshot-iterations', type=int, default=0,
+                        help='also snapshot every this many iterations '
+                             '(0: off)')
+    parser.add_argument('--keep-snapshots', type=int, default=3,
+                        help='number of newest snapshots to keep')
+    parser.add_argument('--on-non-finite', choices=('stop', 'skip'),
+                        default='stop',
+                        help='on a non-finite gradient: stop training, or '
+                             'skip that update and count it')
+    parser.add_argument('--skip-bad-images', action='store_true',
+                        help='skip (and count) undecodable images instead '
+                             'of stopping')
     parser.add_argument('--test', action='store_true',
                         help='smoke test: 5 iterations, log and validate on '
                              'few images at the end')
@@ -112,8 +133,8 @@ def _resolve_defaults(parser, args):
         args.log_interval = 1
         if args.iterations is None:
             args.iterations = 5
-    for flag in ('batchsize', 'val_batchsize', 'epoch', 'crop_size',
-                 'log_interval'):
+    for flag in ('batchsize', 'accumulate', 'val_batchsize', 'epoch',
+                 'crop_size', 'log_interval', 'keep_snapshots'):
         if getattr(args, flag) <= 0:
             raise datasets.InputError('--{} must be positive, got {}'.format(
                 flag, getattr(args, flag)))
@@ -153,6 +174,39 @@ def validation_shard(val, comm, limit=None):
     return val[n * comm.rank // comm.size:n * (comm.rank + 1) // comm.size]
 
 
+def find_resume(args, config):
+    """The snapshot to resume from (None to start afresh), checked against
+    this run's configuration."""
+    if args.resume is None:
+        return None
+    if args.resume == 'auto':
+        path = snapshots.latest_snapshot(args.out)
+        if path is None:
+            return None
+    else:
+        path = args.resume
+        if not os.path.isfile(path):
+            raise datasets.InputError('--resume {}: no such file'.format(path))
+        if not snapshots.is_intact(path):
+            raise datasets.InputError(
+                '--resume {}: damaged or incomplete snapshot'.format(path))
+    config.check(path, 'run_configuration')
+    return path
+
+
+def check_writable(out):
+    """Fail before training if the output directory cannot be written."""
+    try:
+        os.makedirs(out, exist_ok=True)
+        probe = os.path.join(out, '.write_test')
+        with open(probe, 'w'):
+            pass
+        os.remove(probe)
+    except OSError as e:
+        raise datasets.InputError('--out {}: not writable ({})'.format(
+            out, e.strerror or e))
+
+
 def create_communicator(args):
     name = args.communicator or ('pure_nccl' if args.gpu else 'naive')
     try:
@@ -172,7 +226,9 @@ def build_optimizer(args, comm, model, total_batchsize):
     optimizer = chainermn.create_multi_node_optimizer(
         recipes.create_optimizer(args, total_batchsize), comm)
     optimizer.setup(model)
+    optimizer.add_hook(NonFiniteGradientGuard())
     recipes.add_hooks(optimizer, args)
+    updaters.broadcast_initial_parameters(optimizer, model, comm)
     return optimizer
 
 
@@ -189,24 +245,39 @@ def interval_trigger(args, epochs):
     return chainer.training.triggers.IntervalTrigger(epochs, 'epoch')
 
 
+def snapshot_trigger(args):
+    """Every --snapshot-interval epochs and every --snapshot-iterations."""
+    triggers = [interval_trigger(args, args.snapshot_interval)]
+    if args.snapshot_iterations > 0:
+        triggers.append((args.snapshot_iterations, 'iteration'))
+    return extensions.AnyOfTriggers(triggers)
+
+
+def run_configuration(args, comm, n_class):
+    """What a snapshot must share with the run that resumes from it."""
+    return snapshots.RunConfiguration(
+        arch=args.arch, n_class=n_class, workers=comm.size,
+        batchsize=args.batchsize, accumulate=args.accumulate, seed=args.seed)
+
+
 def build_trainer(args, comm, device, model, optimizer, train_iter, val_iter,
-                  total_batchsize):
-    updater = training.StandardUpdater(
-        train_iter, optimizer, converter=chainer.dataset.concat_examples,
-        device=device)
+                  total_batchsize, config):
+    updater = updaters.MicroBatchUpdater(
+        train_iter, optimizer, datasets.SkippingConverter(), device,
+        micro_batches=args.accumulate, on_non_finite=args.on_non_finite)
     trainer = training.Trainer(updater, stop_trigger(args), out=args.out)
     val_trigger = interval_trigger(args, args.val_interval)
     log_trigger = (args.log_interval, 'iteration')
+    trainer.extend(config, name='run_configuration')
     trainer.extend(extensions.DistributedEvaluator(
-        val_iter, model.predictor, comm, chainer.dataset.concat_examples,
+        val_iter, model.predictor, comm, datasets.SkippingConverter(),
         device), trigger=val_trigger)
     trainer.extend(extensions.Throughput(total_batchsize))
     scheduled = recipes.extend_trainer(trainer, args, optimizer,
                                        total_batchsize)
     if comm.rank == 0:
-        trainer.extend(chainer_extensions.snapshot(
-            filename='snapshot_iter_{.updater.iteration}'),
-            trigger=interval_trigger(args, args.snapshot_interval))
+        trainer.extend(snapshots.snapshot(args.keep_snapshots),
+                       trigger=snapshot_trigger(args))
         trainer.extend(chainer_extensions.LogReport(trigger=log_trigger))
         trainer.extend(chainer_extensions.PrintReport(
             ['epoch', 'iteration', 'main/loss', 'validation/main/loss',
@@ -248,27 +319,34 @@ def run(args):
     failure = None
     try:
         train, val, n_class = load_datasets(args)
+        mean = datasets.load_mean(args.mean, args.resize)
+        config = run_configuration(args, comm, n_class)
+        resume = find_resume(args, config)
+        if comm.rank == 0:
+            check_writable(args.out)
     except datasets.InputError as e:
         failure = str(e)
     failures = comm.mpi_comm.allgather(failure)
     if any(failures):
         raise datasets.InputError(next(f for f in failures if f))
 
-    total_batchsize = args.batchsize * comm.size
+    total_batchsize = args.batchsize * args.accumulate * comm.size
     if comm.rank == 0:
-        print('workers: {}  minibatch per worker: {}  total minibatch: {}'
-              .format(comm.size, args.batchsize, total_batchsize))
+        print('workers: {}  minibatch per worker: {} x {} micro-batches  '
+              'total minibatch: {}'.format(comm.size, args.batchsize,
+                                           args.accumulate, total_batchsize))
         print('training images: {}  validation images: {}  classes: {}'
               .format(len(train), len(val), n_class))
-    mean = datasets.load_mean(args.mean, args.resize)
     train_iter = datasets.GlobalOrderIterator(
         train, args.batchsize,
-        datasets.TrainTransform(args.crop_size, mean, args.resize),
-        rank=comm.rank, n_workers=comm.size, seed=args.seed,
-        n_processes=args.loaderjob)
+        datasets.TrainTransform(args.crop_size, mean, args.resize,
+                                args.skip_bad_images),
+        rank=comm.rank, n_workers=comm.size, micro_batches=args.accumulate,
+        seed=args.seed, n_processes=args.loaderjob)
     val_shard = chainer.datasets.TransformDataset(
         validation_shard(val, comm, 64 if args.test else None),
-        datasets.ValTransform(args.crop_size, mean, args.resize))
+        datasets.ValTransform(args.crop_size, mean, args.resize,
+                              args.skip_bad_images))
     if args.loaderjob > 0:
         val_iter = chainer.iterators.MultiprocessIterator(
             val_shard, args.val_batchsize, repeat=False, shuffle=False,
@@ -281,10 +359,26 @@ def run(args):
     model.to_device(device)
     optimizer = build_optimizer(args, comm, model, total_batchsize)
     trainer = build_trainer(args, comm, device, model, optimizer, train_iter,
-                            val_iter, total_batchsize)
-    if args.resume:
-        chainer.serializers.load_npz(args.resume, trainer)
-    trainer.run()
+                            val_iter, total_batchsize, config)
+    if resume:
+        if comm.rank == 0:
+            print('resuming from', resume)
+        chainer.serializers.load_npz(resume, trainer)
+    try:
+        trainer.run()
+    except NonFiniteGradientError as e:
+        # Every worker sees the same all-reduced gradient and stops here.
+        if comm.rank == 0:
+            print('{}: error: training diverged: {}; the snapshots in {} '
+                  'are untouched'.format(os.path.basename(sys.argv[0]), e,
+                                         args.out), file=sys.stderr)
+        sys.exit(3)
+    except datasets.InputError as e:
+        # Met by this worker alone: end the whole job with one line.
+        print('{}: error: worker {}: {}'.format(
+            os.path.basename(sys.argv[0]), comm.rank, e), file=sys.stderr)
+        sys.stderr.flush()
+        comm.mpi_comm.Abort(2)
 
 
 def main(argv=None):

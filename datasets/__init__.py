@@ -8,3 +8,4 @@ from datasets.transforms import load_mean  # NOQA
 from datasets.transforms import resize_for  # NOQA
 from datasets.transforms import TrainTransform  # NOQA
 from datasets.transforms import ValTransform  # NOQA
+from datasets.converter import SkippingConverter  # NOQA

@@ -2,6 +2,8 @@
 import numpy
 from PIL import Image
 
+from datasets.errors import InputError
+
 
 def load_square(path, side):
     """Decode ``path`` to a ``(side, side, 3)`` uint8 RGB array.
@@ -9,8 +11,18 @@ def load_square(path, side):
     The shorter side is resized to ``side`` and the longer one centre-cropped,
     as ImageNet images are prepared for a 224 crop out of 256. JPEGs are
     decoded at a reduced DCT scale when they are much larger than needed.
-    Grayscale, palette, CMYK and alpha images are converted, not rejected.
+    Grayscale, palette, CMYK and alpha images are converted, not rejected;
+    a truncated or corrupt file raises :class:`InputError` naming it.
     """
+    try:
+        return _load_square(path, side)
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) \
+            as e:
+        raise InputError('image {}: cannot be decoded ({}); fix or remove it, '
+                         'or pass --skip-bad-images'.format(path, e))
+
+
+def _load_square(path, side):
     with Image.open(path) as image:
         image.draft('RGB', (side, side))
         image = image.convert('RGB')

@@ -45,14 +45,24 @@ def load_mean(path, resize):
 
 class _CropTransform(object):
 
-    def __init__(self, crop_size, mean, resize=None):
+    def __init__(self, crop_size, mean, resize=None, skip_bad_images=False):
         self.crop_size = crop_size
+        self.skip_bad_images = skip_bad_images
         self.resize = resize or resize_for(crop_size)
         if crop_size > self.resize:
             raise InputError('--crop-size {} is larger than the resized image '
                              'side {}'.format(crop_size, self.resize))
         self.mean = mean if mean.ndim == 3 else mean.reshape(3, 1, 1)
         self.scale = numpy.float32(1.0 / 255.0)
+
+    def _load(self, path):
+        """The resized image, or None for an undecodable one when skipping."""
+        try:
+            return load_square(path, self.resize)
+        except InputError:
+            if self.skip_bad_images:
+                return None
+            raise
 
     def _normalize(self, image, top, left, flip=False):
         """``(crop - mean) / 255`` in CHW, written once into a fresh buffer.
@@ -72,21 +82,29 @@ class _CropTransform(object):
 
 
 class TrainTransform(_CropTransform):
-    """Random ``crop_size`` crop and horizontal flip of the resized image."""
+    """Random ``crop_size`` crop and horizontal flip of the resized image.
+
+    Returns None for an undecodable image when skipping bad images.
+    """
 
     def __call__(self, example, rng):
         path, label = example
-        image = load_square(path, self.resize)
+        image = self._load(path)
+        if image is None:
+            return None
         top, left = rng.integers(0, self.resize - self.crop_size + 1, size=2)
         flip = rng.random() < 0.5
         return self._normalize(image, top, left, flip), numpy.int32(label)
 
 
 class ValTransform(_CropTransform):
-    """Centre ``crop_size`` crop of the resized image."""
+    """Centre ``crop_size`` crop of the resized image (None for an
+    undecodable one when skipping bad images)."""
 
     def __call__(self, example):
         path, label = example
-        image = load_square(path, self.resize)
+        image = self._load(path)
+        if image is None:
+            return None
         offset = (self.resize - self.crop_size) // 2
         return self._normalize(image, offset, offset), numpy.int32(label)

@@ -1,0 +1,1 @@
+"""Benchmarks: communication timings and the scaling model."""

@@ -1,0 +1,10 @@
+"""ChainerMN communicators, plus float16 gradient all-reduce on CPU and GPU.
+
+Importing this package does not initialize MPI (importing ChainerMN's
+communicator classes does), so a trainer can start its loaders' forkserver
+first; the communicator classes are imported from their own modules.
+"""
+from communicators.factory import create_communicator  # NOQA
+from communicators.factory import NAMES  # NOQA
+from communicators.non_finite import NonFiniteGradientError  # NOQA
+from communicators.ring_allreduce import HalfPrecisionRingAllreduce  # NOQA

@@ -1,0 +1,59 @@
+"""``create_communicator``: ChainerMN's communicators and the float16 ones."""
+import chainermn
+
+CHAINERMN_NAMES = ('naive', 'flat', 'non_cuda_aware', 'pure_nccl', 'dummy')
+FP16_NAMES = ('mpi_fp16', 'pure_nccl_fp16')
+NAMES = CHAINERMN_NAMES + FP16_NAMES
+ALLREDUCE_DTYPES = ('float32', 'float16')
+
+# The float16 communicator that replaces each name at allreduce_dtype
+# 'float16': mpi_fp16 on CPUs, pure_nccl_fp16 on GPUs.
+_FP16_OF = {
+    'naive': 'mpi_fp16',
+    'mpi_fp16': 'mpi_fp16',
+    'pure_nccl': 'pure_nccl_fp16',
+    'pure_nccl_fp16': 'pure_nccl_fp16',
+}
+
+
+def create_communicator(name='naive', allreduce_dtype='float32',
+                        mpi_comm=None):
+    """A ChainerMN communicator by name.
+
+    Args:
+        name (str): one of ChainerMN's names (``naive``, ``flat``,
+            ``non_cuda_aware``, ``pure_nccl``, ``dummy``) or ``mpi_fp16``
+            (CPU, MPI) or ``pure_nccl_fp16`` (GPU, NCCL).
+        allreduce_dtype (str): ``'float16'`` turns ``naive`` into
+            ``mpi_fp16`` and ``pure_nccl`` into ``pure_nccl_fp16``; the two
+            float16 names all-reduce in float16 whatever it says.
+        mpi_comm: mpi4py communicator; ``MPI.COMM_WORLD`` by default.
+
+    Raises:
+        ValueError: unknown name or dtype, or a combination that does not
+            exist; the message is one line.
+    """
+    if name not in NAMES:
+        raise ValueError('unknown communicator {!r}; expected one of: {}'
+                         .format(name, ', '.join(NAMES)))
+    if allreduce_dtype not in ALLREDUCE_DTYPES:
+        raise ValueError('unknown all-reduce dtype {!r}; expected one of: {}'
+                         .format(allreduce_dtype, ', '.join(ALLREDUCE_DTYPES)))
+    if allreduce_dtype == 'float16':
+        if name not in _FP16_OF:
+            raise ValueError(
+                'communicator {!r} has no float16 all-reduce; float16 works '
+                'with: {}'.format(name, ', '.join(_FP16_OF)))
+        name = _FP16_OF[name]
+    if mpi_comm is None:
+        import mpi4py.MPI
+        mpi_comm = mpi4py.MPI.COMM_WORLD
+    # Imported here: ChainerMN's communicator modules initialize MPI.
+    if name == 'mpi_fp16':
+        from communicators.mpi_fp16_communicator import MpiFp16Communicator
+        return MpiFp16Communicator(mpi_comm)
+    if name == 'pure_nccl_fp16':
+        from communicators.pure_nccl_fp16_communicator import \
+            PureNcclFp16Communicator
+        return PureNcclFp16Communicator(mpi_comm)
+    return chainermn.create_communicator(name, mpi_comm=mpi_comm)

@@ -1,0 +1,64 @@
+"""CPU communicator whose gradient all-reduce moves float16 over MPI."""
+import numpy
+
+from chainermn.communicators.naive_communicator import NaiveCommunicator
+
+from communicators.gradients import named_gradients
+from communicators.non_finite import NonFiniteGradientError
+from communicators.ring_allreduce import HalfPrecisionRingAllreduce
+
+# A float16 is inf or NaN exactly when its five exponent bits are all ones.
+_FP16_EXPONENT = numpy.uint16(0x7c00)
+
+
+class MpiFp16Communicator(NaiveCommunicator):
+    """ChainerMN's ``naive`` communicator with a float16 gradient mean.
+
+    ``multi_node_mean_grad`` packs every gradient into one float32 buffer
+    already divided by the number of workers (so that no partial sum of
+    gradients below 65504 can exceed float16's range), all-reduces it with
+    float16 on the wire and float32 accumulation, checks the result and
+    unpacks it. Every other method is ChainerMN's.
+    """
+
+    def __init__(self, mpi_comm):
+        super(MpiFp16Communicator, self).__init__(mpi_comm)
+        self.ring = HalfPrecisionRingAllreduce(mpi_comm)
+        self._packed = numpy.empty(0, numpy.float32)
+
+    def multi_node_mean_grad(self, model, zero_fill=False):
+        """Average the gradients of ``model`` over all workers.
+
+        Raises:
+            NonFiniteGradientError: on every worker alike, when the mean
+                holds inf or NaN; the gradients are then left as they were.
+        """
+        named = named_gradients(model, zero_fill)
+        for name, param in named:
+            if not isinstance(param.grad, numpy.ndarray):
+                raise TypeError(
+                    'communicator mpi_fp16 averages CPU (NumPy) gradients; '
+                    '{} is {} (use pure_nccl_fp16 on GPUs)'
+                    .format(name, type(param.grad).__name__))
+        n = sum(param.grad.size for _, param in named)
+        if self._packed.size < n:
+            self._packed = numpy.empty(n, numpy.float32)
+        packed = self._packed[:n]
+        scale = numpy.float32(1. / self.size)
+        offset = 0
+        for _, param in named:
+            g = param.grad
+            numpy.multiply(g, scale,
+                           out=packed[offset:offset + g.size].reshape(g.shape))
+            offset += g.size
+        mean = self.ring(packed)
+        bad = (mean.view(numpy.uint16) & _FP16_EXPONENT) == _FP16_EXPONENT
+        count = int(numpy.count_nonzero(bad))
+        if count:
+            raise NonFiniteGradientError.at(
+                count, int(numpy.argmax(bad)), named)
+        offset = 0
+        for _, param in named:
+            g = param.grad
+            numpy.copyto(g, mean[offset:offset + g.size].reshape(g.shape))
+            offset += g.size

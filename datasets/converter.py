@@ -1,0 +1,24 @@
+"""Batch conversion that drops the images a transform could not decode."""
+import chainer
+
+from datasets.errors import InputError
+
+
+class SkippingConverter(object):
+    """``concat_examples`` over the examples that are not None.
+
+    ``skipped`` counts the dropped examples; each call reports the running
+    total as ``skipped_images``.
+    """
+
+    def __init__(self):
+        self.skipped = 0
+
+    def __call__(self, batch, device=None):
+        valid = [example for example in batch if example is not None]
+        if len(valid) < len(batch):
+            self.skipped += len(batch) - len(valid)
+            chainer.report({'skipped_images': self.skipped})
+        if not valid:
+            raise InputError('every image of a minibatch failed to decode')
+        return chainer.dataset.concat_examples(valid, device)

@@ -1,0 +1,118 @@
+"""Atomic snapshots, finding the newest intact one, and resume checks.
+
+A snapshot is written to a temporary file beside its final name, flushed to
+disk and renamed over it, so a kill at any moment leaves either the previous
+snapshots or the new complete one, never a torn file under a snapshot name.
+"""
+import glob
+import os
+import re
+import warnings
+import zipfile
+
+import chainer
+from chainer.serializers import npz
+from chainer.training import extension
+from chainer.training.extensions import snapshot_writers
+import numpy
+
+from datasets.errors import InputError
+
+SNAPSHOT_PATTERN = 'snapshot_iter_{.updater.iteration}'
+_SNAPSHOT_NAME = re.compile(r'^snapshot_iter_(\d+)$')
+
+
+class AtomicWriter(snapshot_writers.Writer):
+    """Writes ``outdir/filename`` via a temporary file, fsync and rename."""
+
+    def __call__(self, filename, outdir, target):
+        path = os.path.join(outdir, filename)
+        tmp = os.path.join(outdir, '.{}.tmp{}'.format(filename, os.getpid()))
+        try:
+            with open(tmp, 'wb') as f:
+                npz.save_npz(f, target)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        directory = os.open(outdir, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+        self._post_save()
+
+
+def snapshot(keep):
+    """The trainer snapshot extension, keeping the newest ``keep`` files."""
+    return chainer.training.extensions.snapshot(
+        filename=SNAPSHOT_PATTERN, writer=AtomicWriter(), n_retains=keep)
+
+
+def is_intact(path):
+    """Whether ``path`` is a complete, readable ``.npz`` archive."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return archive.testzip() is None
+    except (zipfile.BadZipFile, OSError, EOFError):
+        return False
+
+
+def latest_snapshot(outdir):
+    """The newest intact snapshot in ``outdir`` (None if there is none),
+    warning about each damaged one that is skipped."""
+    found = []
+    for path in glob.glob(os.path.join(outdir, 'snapshot_iter_*')):
+        match = _SNAPSHOT_NAME.match(os.path.basename(path))
+        if match:
+            found.append((int(match.group(1)), path))
+    for _, path in sorted(found, reverse=True):
+        if is_intact(path):
+            return path
+        warnings.warn('skipping damaged snapshot {}'.format(path))
+    return None
+
+
+class RunConfiguration(extension.Extension):
+    """Stores in every snapshot what a resumed run must share with it.
+
+    ``check(path)`` refuses, with one line naming the difference, a snapshot
+    taken with another architecture, class count, number of workers,
+    per-worker batch or accumulation (the data order and the schedules depend
+    on them).
+    """
+
+    trigger = None
+    priority = extension.PRIORITY_READER
+
+    def __init__(self, **config):
+        self.config = config
+
+    def __call__(self, trainer):
+        pass
+
+    def serialize(self, serializer):
+        for key, value in sorted(self.config.items()):
+            self.config[key] = type(value)(serializer(key, value))
+
+    def check(self, path, name):
+        """Raise :class:`InputError` unless snapshot ``path`` matches."""
+        prefix = 'extensions/{}/'.format(name)
+        try:
+            with numpy.load(path) as archive:
+                stored = {key: archive[prefix + key].item()
+                          for key in self.config if prefix + key in archive}
+        except (ValueError, OSError, zipfile.BadZipFile) as e:
+            raise InputError('--resume {}: not a readable snapshot ({})'
+                             .format(path, e))
+        if len(stored) != len(self.config):
+            raise InputError('--resume {}: not a snapshot of this trainer'
+                             .format(path))
+        for key in sorted(self.config):
+            if stored[key] != self.config[key]:
+                raise InputError(
+                    '--resume {}: the snapshot was taken with {} = {}, this '
+                    'run has {}; resume with the same setting or start a new '
+                    '--out'.format(path, key, stored[key], self.config[key]))

@@ -1,0 +1,133 @@
+"""Training-mode batch normalization of channel-major NumPy activations.
+
+Chainer's NumPy batch normalization reduces over axes (0, 2, 3) of an NCHW
+array and makes about ten full passes over memory, each single-threaded.
+With channel-major activations (see :mod:`functions.channel_major`) each
+channel is one contiguous row, so this implementation works on blocks of
+whole channels small enough to stay in the core's L2 cache, runs the blocks
+on all cores, and touches main memory about once per input and output:
+
+    forward:  mu = mean(x), var = mean((x - mu)^2),
+              y = gamma (x - mu) / sqrt(var + eps) + beta
+    backward: x_hat = (x - mu) / sqrt(var + eps),
+              gbeta = sum(gy), ggamma = sum(gy x_hat),
+              gx = gamma / sqrt(var + eps) (gy - (x_hat ggamma + gbeta) / m)
+
+It is an implementation (``impl_selector``) of Chainer's own
+``BatchNormalization`` FunctionNode, so the running statistics, the
+double-backward and every other device keep Chainer's code.
+"""
+import numpy
+
+import chainer
+from chainer.backends import intel64
+from chainer.functions.normalization import batch_normalization as _bn
+from chainer.utils import argument
+
+from functions.channel_major import channel_major
+from functions.channel_major import nchw
+from functions.cpu_runtime import parallel_for
+
+# Bytes of one channel block: its input, one temporary and its output stay in
+# a 2 MB L2 cache.
+BLOCK_BYTES = 256 << 10
+
+
+def _blocks(lo, hi, row_bytes):
+    """Slices of whole channels in [lo, hi) of about BLOCK_BYTES each."""
+    rows = max(1, BLOCK_BYTES // row_bytes)
+    return [slice(i, min(i + rows, hi)) for i in range(lo, hi, rows)]
+
+
+class ChannelMajorBatchNormalizationImpl(_bn._BatchNormalizationImpl):
+    """Cache-blocked, multi-threaded NumPy batch normalization over (0, 2, 3).
+
+    Outputs and input gradients are channel-major (N, C, H, W) arrays.
+    """
+
+    def forward(self, axis, gamma, x, x_layout, xp, expander,
+                beta, eps, decay, running_mean, running_var):
+        xc = channel_major(x)
+        c = xc.shape[0]
+        x2 = xc.reshape(c, -1)
+        m = x2.shape[1]
+        y2 = numpy.empty_like(x2)
+        mean = numpy.empty(c, x.dtype)
+        var = numpy.empty(c, x.dtype)
+
+        def normalize(lo, hi):
+            for s in _blocks(lo, hi, x2[0].nbytes):
+                xs, ys = x2[s], y2[s]
+                mean[s] = xs.mean(axis=1)
+                d = xs - mean[s, None]
+                numpy.multiply(d, d, out=ys)
+                var[s] = ys.mean(axis=1)
+                scale = gamma[s] / numpy.sqrt(var[s] + eps)
+                numpy.multiply(d, scale[:, None], out=ys)
+                ys += beta[s, None]
+        parallel_for(normalize, c)
+        inv_std = numpy.reciprocal(numpy.sqrt(var + eps))
+
+        if running_mean is not None:
+            adjust = m / max(m - 1., 1.)  # unbiased estimate, as Chainer
+            running_mean *= decay
+            running_mean += (1 - decay) * mean
+            running_var *= decay
+            running_var += (1 - decay) * adjust * var
+        y = nchw(y2.reshape(xc.shape))
+        return y, x_layout, running_mean, running_var, mean, var, inv_std, None
+
+    def backward(self, axis, gamma, gy, x, x_layout, xp,
+                 expander, mean, inv_std, eps, var, forward_data):
+        xc = channel_major(x)
+        c = xc.shape[0]
+        x2 = xc.reshape(c, -1)
+        gy2 = channel_major(gy).reshape(c, -1)
+        inv_m = x.dtype.type(1. / x2.shape[1])
+        gx2 = numpy.empty_like(x2)
+        ggamma = numpy.empty(c, x.dtype)
+        gbeta = numpy.empty(c, x.dtype)
+
+        def differentiate(lo, hi):
+            for s in _blocks(lo, hi, x2[0].nbytes):
+                gs, gxs = gy2[s], gx2[s]
+                x_hat = x2[s] - mean[s, None]
+                x_hat *= inv_std[s, None]
+                gbeta[s] = gs.sum(axis=1)
+                numpy.multiply(gs, x_hat, out=gxs)
+                ggamma[s] = gxs.sum(axis=1)
+                x_hat *= (ggamma[s] * inv_m)[:, None]
+                x_hat += (gbeta[s] * inv_m)[:, None]
+                numpy.subtract(gs, x_hat, out=gxs)
+                gxs *= (gamma[s] * inv_std[s])[:, None]
+        parallel_for(differentiate, c)
+        return nchw(gx2.reshape(xc.shape)), x_layout, ggamma, gbeta
+
+
+def _select_impl(bn, inputs):
+    """This module's implementation where it applies, else Chainer's choice."""
+    x, gamma, beta = inputs
+    if (type(x) is numpy.ndarray and type(gamma) is numpy.ndarray
+            and x.ndim == 4 and tuple(bn.axis) == (0, 2, 3)
+            and x.dtype == gamma.dtype == beta.dtype
+            and bn.input_layouts[0] is None
+            and not intel64.should_use_ideep('>=auto')):
+        return ChannelMajorBatchNormalizationImpl()
+    return _bn._impl_selector(bn, inputs)
+
+
+def batch_normalization(x, gamma, beta, **kwargs):
+    """batch_normalization(x, gamma, beta, eps=2e-5, running_mean=None, \
+running_var=None, decay=0.9, axis=None)
+
+    Drop-in ``chainer.functions.batch_normalization`` (same arguments,
+    outputs and running-statistics updates) that uses
+    :class:`ChannelMajorBatchNormalizationImpl` for 4-D NumPy inputs
+    normalized over (0, 2, 3) and Chainer's implementations otherwise.
+    """
+    eps, running_mean, running_var, decay, axis = argument.parse_kwargs(
+        kwargs, ('eps', 2e-5), ('running_mean', None),
+        ('running_var', None), ('decay', 0.9), ('axis', None))
+    return _bn.BatchNormalization(
+        eps, running_mean, running_var, decay, axis,
+        impl_selector=_select_impl).apply((x, gamma, beta))[0]

@@ -1,0 +1,73 @@
+"""The channel-major memory layout that the CPU fast paths pass along.
+
+The fast paths keep every (N, C, H, W) activation in (C, N, H, W) memory
+order: then a convolution is one GEMM over all images, ``W (O, C k k) @ col
+(C k k, N H W)``, and a channel's values are one contiguous row for batch
+normalization. Other Chainer functions see ordinary (N, C, H, W) arrays with
+permuted strides, and NumPy's element-wise operations keep that order.
+"""
+import numpy
+
+from functions.cpu_runtime import parallel_for
+
+
+def channel_major(x):
+    """The (C, N, H, W) C-contiguous array of the (N, C, H, W) array ``x``.
+
+    A view when ``x`` is already stored channel-major, else a copy.
+    """
+    t = x.transpose(1, 0, 2, 3)
+    if t.flags.c_contiguous:
+        return t
+    out = numpy.empty(t.shape, t.dtype)
+
+    def copy(lo, hi):
+        out[lo:hi] = t[lo:hi]
+    parallel_for(copy, t.shape[0])
+    return out
+
+
+def nchw(xc):
+    """The (N, C, H, W) view of the channel-major array ``xc``."""
+    return xc.transpose(1, 0, 2, 3)
+
+
+def im2col(xc, kh, kw, sy, sx, ph, pw, out_h, out_w):
+    """Patches of ``xc`` (C, N, H, W) as a (C kh kw, N out_h out_w) matrix.
+
+    ``col[(c, i, j), (n, p, q)] = xc[c, n, p sy + i - ph, q sx + j - pw]``,
+    zero outside ``xc``; the output size is given, so the padding may be
+    asymmetric (or negative). Written in place with one strided copy per
+    kernel tap, without padding the input first.
+    """
+    c, n, h, w = xc.shape
+    col = numpy.empty((c, kh, kw, n, out_h, out_w), xc.dtype)
+    rows = [_valid_range(i - ph, sy, h, out_h) for i in range(kh)]
+    cols = [_valid_range(j - pw, sx, w, out_w) for j in range(kw)]
+
+    def fill(lo, hi):
+        for i, (p0, p1) in enumerate(rows):
+            for j, (q0, q1) in enumerate(cols):
+                dst = col[lo:hi, i, j]
+                if p0 >= p1 or q0 >= q1:
+                    dst[...] = 0
+                    continue
+                dst[:, :, :p0] = 0
+                dst[:, :, p1:] = 0
+                dst[:, :, p0:p1, :q0] = 0
+                dst[:, :, p0:p1, q1:] = 0
+                y0 = p0 * sy + i - ph
+                x0 = q0 * sx + j - pw
+                dst[:, :, p0:p1, q0:q1] = xc[
+                    lo:hi, :,
+                    y0:y0 + (p1 - p0 - 1) * sy + 1:sy,
+                    x0:x0 + (q1 - q0 - 1) * sx + 1:sx]
+    parallel_for(fill, c)
+    return col.reshape(c * kh * kw, n * out_h * out_w)
+
+
+def _valid_range(offset, stride, size, out_size):
+    """Output indices p in [p0, p1) with 0 <= p stride + offset < size."""
+    p0 = max(0, -(offset // stride))
+    p1 = min(out_size, (size - 1 - offset) // stride + 1)
+    return p0, max(p0, p1)

@@ -1,0 +1,179 @@
+# shellcheck shell=bash
+# Settings and launch helpers shared by the job scripts in this folder; they
+# source it. Every setting below is an environment variable: set it when
+# calling a script (`EPOCH=10 jobs/single_node.sh`) or edit the default here.
+#
+# The launch is the same everywhere: one MPI process per GPU, each started
+# through jobs/per_rank.sh, which picks the GPU from the process's intra-node
+# rank. train_imagenet.py starts its loaders' forkserver before it creates
+# the ChainerMN communicator: a loader forked from a process that already
+# holds InfiniBand resources crashes, so keep --loaderjob > 0 runs on the
+# forkserver (never set multiprocessing's start method to fork).
+
+# ---- paths -----------------------------------------------------------------
+JOBS_DIR=${JOBS_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
+REPO_DIR=${REPO_DIR:-$(dirname "$JOBS_DIR")}
+if [[ -z ${PYTHON:-} ]]; then         # the repository's venv, else PATH's
+    PYTHON=$REPO_DIR/.venv/bin/python
+    [[ -x $PYTHON ]] || PYTHON=python3
+fi
+if [[ -z ${MPIEXEC:-} ]]; then        # the venv's Open MPI, else PATH's
+    MPIEXEC=$(dirname "$PYTHON")/mpiexec
+    [[ -x $MPIEXEC ]] || MPIEXEC=mpiexec
+fi
+TRAINER=${TRAINER:-$REPO_DIR/train_imagenet.py}
+TRAIN=${TRAIN:-}                      # training list file or class folders;
+VAL=${VAL:-}                          # empty: the embedded demo data set
+ROOT=${ROOT:-}                        # --root of the list files' paths
+MEAN=${MEAN:-}                        # --mean file (default: ImageNet mean)
+OUT_ROOT=${OUT_ROOT:-$REPO_DIR/result}  # one directory per job below this
+RESUME=${RESUME:-}                    # snapshot to resume from
+
+# ---- scale and recipe --------------------------------------------------------
+# SMOKE=1: a CPU run (no GPU): --device -1, the naive communicator, the demo
+# data set, 2 processes and 1 epoch unless set otherwise.
+SMOKE=${SMOKE:-0}
+if [[ $SMOKE == 1 ]]; then
+    GPUS_PER_NODE=${GPUS_PER_NODE:-2}
+    EPOCH=${EPOCH:-1}
+    COMMUNICATOR=${COMMUNICATOR:-naive}
+    ALLREDUCE_DTYPE=${ALLREDUCE_DTYPE-}
+fi
+GPUS_PER_NODE=${GPUS_PER_NODE:-8}     # processes per node, one per GPU
+BATCHSIZE=${BATCHSIZE:-32}            # images per process per micro-batch
+ACCUMULATE=${ACCUMULATE:-1}           # micro-batches per process per update
+EPOCH=${EPOCH:-90}
+ITERATIONS=${ITERATIONS:-}            # stop after this many instead
+VAL_BATCHSIZE=${VAL_BATCHSIZE:-}      # empty: the trainer's default
+LOADERJOB=${LOADERJOB:-}              # loader processes per training process
+CROP_SIZE=${CROP_SIZE:-}              # empty: 224 (32 on the demo data)
+COMMUNICATOR=${COMMUNICATOR:-pure_nccl}
+ALLREDUCE_DTYPE=${ALLREDUCE_DTYPE-float16}  # empty: the trainer's default
+SEED=${SEED:-}
+EXTRA_ARGS=${EXTRA_ARGS:-}            # more trainer flags, split on blanks
+
+# ---- NCCL, InfiniBand, threads -------------------------------------------------
+# Exported to every process (Open MPI: -x). Empty ones are left to NCCL:
+#   NCCL_IB_HCA         HCAs (and ports) to use, e.g. mlx5_0,mlx5_1 or
+#                       mlx4_0:1,mlx4_0:2; default all
+#   NCCL_SOCKET_IFNAME  interface of NCCL's bootstrap sockets, e.g. ib0 or
+#                       ^docker,lo; default the first non-loopback one
+#   NCCL_IB_DISABLE     1 falls back to TCP sockets (debugging only)
+#   NCCL_IB_GID_INDEX   GID index on RoCE fabrics (3 for RoCEv2, usually)
+#   NCCL_NET_GDR_LEVEL  how close a NIC must be to use GPUDirect RDMA
+#   NCCL_DEBUG          WARN; INFO prints rings, transports and HCAs chosen
+#   UCX_NET_DEVICES     MPI's own traffic (Open MPI over UCX), e.g. mlx5_0:1
+NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-}
+NCCL_IB_HCA=${NCCL_IB_HCA:-}
+NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-}
+NCCL_IB_DISABLE=${NCCL_IB_DISABLE:-}
+NCCL_IB_GID_INDEX=${NCCL_IB_GID_INDEX:-}
+NCCL_NET_GDR_LEVEL=${NCCL_NET_GDR_LEVEL:-}
+UCX_NET_DEVICES=${UCX_NET_DEVICES:-}
+OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # the loaders need no BLAS threads
+OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$OMP_NUM_THREADS}
+EXPORT_VARS=(NCCL_DEBUG NCCL_DEBUG_SUBSYS NCCL_IB_HCA NCCL_SOCKET_IFNAME
+             NCCL_IB_DISABLE NCCL_IB_GID_INDEX NCCL_NET_GDR_LEVEL
+             UCX_NET_DEVICES OMP_NUM_THREADS OPENBLAS_NUM_THREADS)
+MPI_ARGS=${MPI_ARGS:-}                # more mpiexec options, split on blanks
+
+# ---- modes -------------------------------------------------------------------
+DRY_RUN=${DRY_RUN:-0}                 # 1: print the launch, run nothing
+
+die() {
+    echo "$(basename "$0"): error: $*" >&2
+    exit 2
+}
+
+require_positive() {  # NAME...: each variable must be a positive integer
+    local name
+    for name in "$@"; do
+        [[ ${!name} =~ ^[1-9][0-9]*$ ]] ||
+            die "$name must be a positive integer, got '${!name}'"
+    done
+}
+
+# job_setup JOB_ID: checks the settings and sets OUT_DIR (OUT_ROOT/DATE-JOB_ID),
+# DEVICE_MODE (per_rank.sh's first argument) and TRAINER_ARGS.
+job_setup() {
+    local job_id=${1//[^A-Za-z0-9._-]/_}
+    require_positive GPUS_PER_NODE BATCHSIZE ACCUMULATE EPOCH
+    [[ -f $TRAINER ]] || die "TRAINER: no such file: $TRAINER"
+    [[ -n $TRAIN || -z $VAL ]] || die "VAL is set but TRAIN is not"
+    [[ -z $TRAIN || -n $VAL ]] || die "TRAIN is set but VAL is not"
+    OUT_DIR=${OUT_DIR:-$OUT_ROOT/$(date +%Y%m%d-%H%M%S)-$job_id}
+    if [[ $SMOKE == 1 ]]; then
+        DEVICE_MODE=cpu
+    else
+        DEVICE_MODE=${DEVICE_MODE:-cuda}
+    fi
+    TRAINER_ARGS=()
+    if [[ -n $TRAIN ]]; then
+        TRAINER_ARGS+=("$TRAIN" "$VAL")
+    else
+        TRAINER_ARGS+=(--demo)
+    fi
+    TRAINER_ARGS+=(--batchsize "$BATCHSIZE" --accumulate "$ACCUMULATE"
+                   --epoch "$EPOCH" --communicator "$COMMUNICATOR"
+                   --out "$OUT_DIR")
+    # Flags left out when empty keep the trainer's own defaults.
+    local flag value
+    for flag in root=ROOT mean=MEAN resume=RESUME iterations=ITERATIONS \
+                val_batchsize=VAL_BATCHSIZE loaderjob=LOADERJOB \
+                crop-size=CROP_SIZE allreduce-dtype=ALLREDUCE_DTYPE \
+                seed=SEED; do
+        value=${flag#*=}
+        [[ -z ${!value} ]] || TRAINER_ARGS+=("--${flag%=*}" "${!value}")
+    done
+    local -a extra=()
+    read -r -a extra <<< "$EXTRA_ARGS"
+    TRAINER_ARGS+=(${extra[@]+"${extra[@]}"})  # bash < 4.4: empty is unset
+}
+
+# The per-process command: per_rank.sh, the interpreter, the trainer, flags.
+rank_command() {
+    # shellcheck disable=SC2034  # read by the scripts that source this file
+    RANK_COMMAND=("$JOBS_DIR/per_rank.sh" "$DEVICE_MODE" "$PYTHON" "$TRAINER"
+                  "${TRAINER_ARGS[@]}")
+}
+
+# Open MPI's mpiexec options common to every launch: environment exports,
+# no core binding (each process runs several loaders), root in containers.
+mpiexec_options() {
+    local name
+    MPIEXEC_OPTIONS=(--bind-to none)
+    for name in "${EXPORT_VARS[@]}"; do
+        [[ -z ${!name} ]] || MPIEXEC_OPTIONS+=(-x "$name")
+    done
+    [[ $(id -u) != 0 ]] || MPIEXEC_OPTIONS+=(--allow-run-as-root)
+    [[ $SMOKE != 1 ]] || MPIEXEC_OPTIONS+=(--oversubscribe)
+    local -a extra=()
+    read -r -a extra <<< "$MPI_ARGS"
+    MPIEXEC_OPTIONS+=(${extra[@]+"${extra[@]}"})
+}
+
+# launch COMMAND...: with DRY_RUN=1 print the environment and the command,
+# quoted for a shell; else export the environment, record both in
+# OUT_DIR/launch.sh and run the command, its output copied to OUT_DIR/job.log.
+launch() {
+    local name command lines=()
+    for name in "${EXPORT_VARS[@]}"; do
+        [[ -z ${!name} ]] || lines+=("export $name=$(printf '%q' "${!name}")")
+    done
+    command=$(printf '%q ' "$@")
+    lines+=("${command% }")
+    if [[ $DRY_RUN == 1 ]]; then
+        echo "# output directory: $OUT_DIR"
+        printf '%s\n' "${lines[@]}"
+        return 0
+    fi
+    for name in "${EXPORT_VARS[@]}"; do
+        if [[ -n ${!name} ]]; then export "${name?}"; fi
+    done
+    mkdir -p "$OUT_DIR"
+    printf '%s\n' '#!/usr/bin/env bash' "${lines[@]}" > "$OUT_DIR/launch.sh"
+    echo "$(basename "$0"): output in $OUT_DIR"
+    set -o pipefail
+    "$@" 2>&1 | tee "$OUT_DIR/job.log"
+}

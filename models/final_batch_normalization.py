@@ -1,0 +1,150 @@
+"""Batch normalization that keeps the last minibatch's statistics.
+
+Akiba et al. (2017) evaluate without moving averages: each worker keeps the
+statistics of its last training minibatch, and the kept statistics are
+averaged over all workers by an all-reduce just before validation (and
+before a snapshot is written).
+
+Per channel, for the minibatches ``i = 1..K`` of the current window (``K``
+micro-batches per update, see ``micro_batches``) with mean ``mu_i`` and
+(biased) variance ``var_i``, the link keeps
+
+    batch_mean    = mean_i(mu_i)
+    batch_var     = mean_i(var_i)
+    batch_mean_sq = mean_i(mu_i ** 2)
+
+and averaging these three over the workers keeps them of the same form over
+all ``K x workers`` minibatches. Test mode normalizes with one of two
+readings of the averaged variance:
+
+    'mean'  : var = batch_var                       (mean of the variances)
+    'union' : var = batch_var + batch_mean_sq - batch_mean ** 2
+              (the variance of the union of the minibatches, which adds the
+              spread of their means)
+"""
+import numpy
+
+import chainer
+from chainer import backend
+from chainer import configuration
+import chainer.functions as F
+from chainer import variable
+
+VARIANCES = ('mean', 'union')
+
+
+class FinalBatchNormalization(chainer.Link):
+    """Batch normalization whose test-mode statistics are the last batch's.
+
+    A drop-in for :class:`chainer.links.BatchNormalization` as the ``norm``
+    of :class:`models.ResNet50`.
+
+    Args:
+        size (int or tuple of ints): channel shape.
+        eps (float): added to the variance before the square root.
+        initial_gamma: initializer (or scalar) of the scale; 1 by default.
+        initial_beta: initializer (or scalar) of the shift; 0 by default.
+        variance (str): reading of the averaged variance in test mode,
+            ``'mean'`` or ``'union'`` (see the module docstring).
+        micro_batches (int): training-mode calls per window; the kept
+            statistics average the calls of the latest window, so a worker
+            that accumulates the gradients of K micro-batches per update
+            keeps the statistics of all K.
+    """
+
+    def __init__(self, size, eps=2e-5, initial_gamma=None, initial_beta=None,
+                 variance='mean', micro_batches=1):
+        super(FinalBatchNormalization, self).__init__()
+        if variance not in VARIANCES:
+            raise ValueError(
+                'FinalBatchNormalization: variance must be one of {}, got {!r}'
+                .format(', '.join(VARIANCES), variance))
+        if not isinstance(micro_batches, int) or micro_batches < 1:
+            raise ValueError(
+                'FinalBatchNormalization: micro_batches must be a positive '
+                'integer, got {!r}'.format(micro_batches))
+        self.eps = eps
+        self.variance = variance
+        self.micro_batches = micro_batches
+        self.calls_in_window = 0
+        with self.init_scope():
+            self.gamma = variable.Parameter(
+                1 if initial_gamma is None else initial_gamma, size)
+            self.beta = variable.Parameter(
+                0 if initial_beta is None else initial_beta, size)
+        dtype = self.gamma.dtype
+        self.add_persistent('batch_mean', numpy.zeros(size, dtype))
+        self.add_persistent('batch_var', numpy.ones(size, dtype))
+        self.add_persistent('batch_mean_sq', numpy.zeros(size, dtype))
+
+    @property
+    def kept_statistics(self):
+        """The persistent arrays that :meth:`sync` averages, in a fixed order."""
+        return self.batch_mean, self.batch_var, self.batch_mean_sq
+
+    def statistics(self):
+        """(mean, var) that test mode normalizes with."""
+        if self.variance == 'union':
+            return (self.batch_mean,
+                    self.batch_var + self.batch_mean_sq - self.batch_mean ** 2)
+        return self.batch_mean, self.batch_var
+
+    def forward(self, x):
+        if not configuration.config.train:
+            mean, var = self.statistics()
+            return F.fixed_batch_normalization(
+                x, self.gamma, self.beta, mean, var, eps=self.eps)
+        # With decay 0 the running statistics of F.batch_normalization are
+        # exactly this batch's mean and its unbiased variance.
+        xp = self.xp
+        with chainer.using_device(self.device):
+            mean = xp.zeros_like(self.batch_mean)
+            var = xp.zeros_like(self.batch_var)
+        y = F.batch_normalization(x, self.gamma, self.beta, eps=self.eps,
+                                  running_mean=mean, running_var=var,
+                                  decay=0.)
+        if not configuration.config.in_recomputing:
+            m = x.size // self.gamma.size
+            var *= max(m - 1., 1.) / m  # undo the unbiased correction
+            self._keep(mean, var)
+        return y
+
+    def _keep(self, mean, var):
+        """Fold one batch into the running average of the current window."""
+        self.calls_in_window = self.calls_in_window % self.micro_batches + 1
+        c = self.calls_in_window
+        for kept, new in zip(self.kept_statistics, (mean, var, mean * mean)):
+            if c == 1:
+                kept[...] = new
+            else:
+                kept += (new - kept) / c
+
+    def sync(self, comm):
+        """Replace the kept statistics by their average over all workers."""
+        sync_final_batch_statistics(self, comm)
+
+
+def sync_final_batch_statistics(model, comm):
+    """Average the kept statistics of every FinalBatchNormalization in model.
+
+    All workers must call it together: it packs every such link's statistics
+    (in the sorted order of their paths) into one buffer and makes one
+    all-reduce of it through ``comm`` on the host. Returns the number of
+    links synced.
+    """
+    links = [link for _, link in sorted(model.namedlinks())
+             if isinstance(link, FinalBatchNormalization)]
+    arrays = [a for link in links for a in link.kept_statistics]
+    if not arrays:
+        return 0
+    host = numpy.concatenate(
+        [backend.CpuDevice().send(a).ravel() for a in arrays]).astype(
+            numpy.float64)
+    total = comm.allreduce(host)
+    total /= comm.size
+    offset = 0
+    for a in arrays:
+        part = total[offset:offset + a.size].reshape(a.shape)
+        a[...] = backend.get_device_from_array(a).send(part)
+        offset += a.size
+    return len(links)

