@@ -10,6 +10,7 @@ class-folder directories; with neither (or ``--demo``) it trains on the
 embedded Fashion-MNIST subset.
 """
 import argparse
+import functools
 import multiprocessing
 import os
 import sys
@@ -22,6 +23,7 @@ from chainer.training import extensions as chainer_extensions
 import chainermn
 import numpy
 
+import communicators
 from communicators import NonFiniteGradientError
 import datasets
 from datasets import demo
@@ -74,8 +76,25 @@ def parse_args(argv=None):
                         help='image loading processes per worker '
                              '(0: load in the training process)')
     parser.add_argument('--communicator', default=None,
-                        help='ChainerMN communicator (default: naive on '
-                             'CPU, pure_nccl on GPU)')
+                        help='ChainerMN communicator, or mpi_fp16 / '
+                             'pure_nccl_fp16 (default: naive on CPU, '
+                             'pure_nccl on GPU)')
+    parser.add_argument('--allreduce-dtype', choices=('float16', 'float32'),
+                        default='float16',
+                        help='dtype of the gradient all-reduce; float16 '
+                             'turns naive into mpi_fp16 and pure_nccl into '
+                             'pure_nccl_fp16')
+    parser.add_argument('--bn-stats', choices=('final-batch',
+                                               'moving-average'),
+                        default='final-batch',
+                        help='BN statistics for evaluation: the last '
+                             'training batch averaged over the workers, or '
+                             'moving averages')
+    parser.add_argument('--bn-variance', choices=('mean', 'union'),
+                        default='mean',
+                        help='final-batch variance: the mean of the '
+                             'workers\' variances, or the variance of the '
+                             'union of their batches')
     parser.add_argument('--device', '-d', default='-1',
                         help='device specifier, e.g. @cupy:0 or -1 for CPU')
     parser.add_argument('--gpu', '-g', action='store_true',
@@ -210,15 +229,25 @@ def check_writable(out):
 def create_communicator(args):
     name = args.communicator or ('pure_nccl' if args.gpu else 'naive')
     try:
-        return chainermn.create_communicator(name)
-    except ValueError:
-        raise datasets.InputError(
-            '--communicator {}: unknown communicator name'.format(name))
+        return communicators.create_communicator(name, args.allreduce_dtype)
+    except ValueError as e:
+        raise datasets.InputError('--communicator {} --allreduce-dtype {}: {}'
+                                  .format(name, args.allreduce_dtype, e))
+
+
+def normalization(args):
+    """The factory of the model's BN links (--bn-stats, --bn-variance)."""
+    if args.bn_stats == 'moving-average':
+        return L.BatchNormalization
+    return functools.partial(models.FinalBatchNormalization,
+                             variance=args.bn_variance,
+                             micro_batches=args.accumulate)
 
 
 def build_model(args, n_class):
     predictor = models.archs[args.arch](
-        n_class, zero_init_residual=recipes.zero_init_residual(args))
+        n_class, norm=normalization(args),
+        zero_init_residual=recipes.zero_init_residual(args))
     return L.Classifier(predictor)
 
 
@@ -272,6 +301,9 @@ def build_trainer(args, comm, device, model, optimizer, train_iter, val_iter,
     trainer.extend(extensions.DistributedEvaluator(
         val_iter, model.predictor, comm, datasets.SkippingConverter(),
         device), trigger=val_trigger)
+    if args.bn_stats == 'final-batch':
+        trainer.extend(extensions.SyncFinalBatchStatistics(
+            model, comm, [val_trigger, snapshot_trigger(args)]))
     trainer.extend(extensions.Throughput(total_batchsize))
     scheduled = recipes.extend_trainer(trainer, args, optimizer,
                                        total_batchsize)
@@ -365,7 +397,7 @@ def run(args):
             print('resuming from', resume)
         chainer.serializers.load_npz(resume, trainer)
     try:
-        trainer.run()
+        trainer.run(show_loop_exception_msg=False)  # main() reports errors
     except NonFiniteGradientError as e:
         # Every worker sees the same all-reduced gradient and stops here.
         if comm.rank == 0:

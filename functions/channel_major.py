@@ -32,6 +32,38 @@ def nchw(xc):
     return xc.transpose(1, 0, 2, 3)
 
 
+def pair(x):
+    """``(x, x)`` for a scalar, else ``x`` as a tuple (Chainer's convention)."""
+    if hasattr(x, '__getitem__'):
+        return tuple(x)
+    return x, x
+
+
+def tap_ranges(kh, kw, sy, sx, ph, pw, h, w, out_h, out_w):
+    """Where each kernel tap of a sliding window reads and writes.
+
+    Returns ``(i, j, dst, src)`` for the taps (i, j) that see any input:
+    ``out[:, dst]`` (over N, out_h, out_w) is the part of the output whose
+    window tap (i, j) falls inside the input, and ``xc[:, src]`` (over N, H,
+    W) is what it reads there, for output rows ``p sy + i - ph`` and columns
+    ``q sx + j - pw``. The padding may be asymmetric or negative.
+    """
+    taps = []
+    for i in range(kh):
+        p0, p1 = _valid_range(i - ph, sy, h, out_h)
+        for j in range(kw):
+            q0, q1 = _valid_range(j - pw, sx, w, out_w)
+            if p0 >= p1 or q0 >= q1:
+                continue
+            y0, x0 = p0 * sy + i - ph, q0 * sx + j - pw
+            taps.append((i, j,
+                         (slice(None), slice(p0, p1), slice(q0, q1)),
+                         (slice(None),
+                          slice(y0, y0 + (p1 - p0 - 1) * sy + 1, sy),
+                          slice(x0, x0 + (q1 - q0 - 1) * sx + 1, sx))))
+    return taps
+
+
 def im2col(xc, kh, kw, sy, sx, ph, pw, out_h, out_w):
     """Patches of ``xc`` (C, N, H, W) as a (C kh kw, N out_h out_w) matrix.
 
@@ -42,26 +74,22 @@ def im2col(xc, kh, kw, sy, sx, ph, pw, out_h, out_w):
     """
     c, n, h, w = xc.shape
     col = numpy.empty((c, kh, kw, n, out_h, out_w), xc.dtype)
-    rows = [_valid_range(i - ph, sy, h, out_h) for i in range(kh)]
-    cols = [_valid_range(j - pw, sx, w, out_w) for j in range(kw)]
+    taps = tap_ranges(kh, kw, sy, sx, ph, pw, h, w, out_h, out_w)
+    inside = numpy.zeros((kh, kw), bool)
+    for i, j, _, _ in taps:
+        inside[i, j] = True
 
     def fill(lo, hi):
-        for i, (p0, p1) in enumerate(rows):
-            for j, (q0, q1) in enumerate(cols):
-                dst = col[lo:hi, i, j]
-                if p0 >= p1 or q0 >= q1:
-                    dst[...] = 0
-                    continue
-                dst[:, :, :p0] = 0
-                dst[:, :, p1:] = 0
-                dst[:, :, p0:p1, :q0] = 0
-                dst[:, :, p0:p1, q1:] = 0
-                y0 = p0 * sy + i - ph
-                x0 = q0 * sx + j - pw
-                dst[:, :, p0:p1, q0:q1] = xc[
-                    lo:hi, :,
-                    y0:y0 + (p1 - p0 - 1) * sy + 1:sy,
-                    x0:x0 + (q1 - q0 - 1) * sx + 1:sx]
+        block = col[lo:hi]
+        block[:, ~inside] = 0
+        for i, j, dst, src in taps:
+            tap = block[:, i, j]
+            _, (p0, p1), (q0, q1) = [(s.start, s.stop) for s in dst]
+            tap[:, :, :p0] = 0
+            tap[:, :, p1:] = 0
+            tap[:, :, p0:p1, :q0] = 0
+            tap[:, :, p0:p1, q1:] = 0
+            tap[(slice(None),) + dst] = xc[(slice(lo, hi),) + src]
     parallel_for(fill, c)
     return col.reshape(c * kh * kw, n * out_h * out_w)
 

@@ -26,12 +26,7 @@ from chainer.utils import type_check
 from functions.channel_major import channel_major
 from functions.channel_major import im2col
 from functions.channel_major import nchw
-
-
-def _pair(x):
-    if hasattr(x, '__getitem__'):
-        return tuple(x)
-    return x, x
+from functions.channel_major import pair
 
 
 def _columns(xc, kh, kw, sy, sx, ph, pw, out_h, out_w):
@@ -52,8 +47,8 @@ class Convolution2DFunction(function_node.FunctionNode):
     """
 
     def __init__(self, stride=1, pad=0):
-        self.sy, self.sx = _pair(stride)
-        self.ph, self.pw = _pair(pad)
+        self.sy, self.sx = pair(stride)
+        self.ph, self.pw = pair(pad)
 
     def check_type_forward(self, in_types):
         n_in = in_types.size()
@@ -165,7 +160,7 @@ def convolution_2d(x, W, b=None, stride=1, pad=0, cover_all=False, **kwargs):
               for a in (x, W, b) if a is not None]
     options = dict(kwargs)
     plain = (not cover_all
-             and _pair(options.pop('dilate', 1)) == (1, 1)
+             and pair(options.pop('dilate', 1)) == (1, 1)
              and options.pop('groups', 1) == 1
              and not options.pop('cudnn_fast', False)
              and not options)

@@ -10,6 +10,7 @@ import numpy
 import communicators
 from communicators.mpi_fp16_communicator import MpiFp16Communicator
 
+chainermn.global_except_hook.add_hook()  # a failed check aborts every rank
 comm = communicators.create_communicator('mpi_fp16')
 rank, size = comm.rank, comm.size
 

@@ -1,0 +1,104 @@
+"""Max pooling of channel-major NumPy activations, one strided slice per tap.
+
+Chainer's CPU max pooling pads the input with -inf, builds a (N, C, kh, kw,
+Ho, Wo) im2col array, takes its argmax and scatters the gradient back with
+col2im. Here the output and the index of the winning tap are updated in
+place tap by tap (``y = max(y, x[tap])``, the first maximum winning as in
+Chainer), on blocks of channels in parallel; the backward pass adds ``gy``
+into the input-gradient slice of each tap where that tap won.
+"""
+import numpy
+
+from chainer.backends import intel64
+from chainer import function_node
+import chainer.functions
+from chainer.utils import conv
+from chainer.utils import type_check
+
+from functions.channel_major import channel_major
+from functions.channel_major import nchw
+from functions.channel_major import pair
+from functions.channel_major import tap_ranges
+from functions.cpu_runtime import parallel_for
+
+
+class MaxPooling2D(function_node.FunctionNode):
+    """Max pooling of a 4-D NumPy array; outputs are channel-major."""
+
+    def __init__(self, ksize, stride=None, pad=0, cover_all=True):
+        self.kh, self.kw = pair(ksize)
+        self.sy, self.sx = pair(self.kh if stride is None else stride)
+        self.ph, self.pw = pair(pad)
+        self.cover_all = cover_all
+
+    def check_type_forward(self, in_types):
+        type_check._argname(in_types, ('x',))
+        type_check.expect(in_types[0].dtype.kind == 'f',
+                          in_types[0].ndim == 4)
+
+    def forward_cpu(self, inputs):
+        x, = inputs
+        n, c, h, w = x.shape
+        out_h = conv.get_conv_outsize(h, self.kh, self.sy, self.ph,
+                                      self.cover_all)
+        out_w = conv.get_conv_outsize(w, self.kw, self.sx, self.pw,
+                                      self.cover_all)
+        xc = x.transpose(1, 0, 2, 3)
+        y = numpy.full((c, n, out_h, out_w), -numpy.inf, x.dtype)
+        taps = tap_ranges(self.kh, self.kw, self.sy, self.sx, self.ph,
+                          self.pw, h, w, out_h, out_w)
+        winner = numpy.zeros(y.shape, numpy.min_scalar_type(len(taps)))
+
+        def pool(lo, hi):
+            for k, (_, _, dst, src) in enumerate(taps):
+                ys, v = y[(slice(lo, hi),) + dst], xc[(slice(lo, hi),) + src]
+                better = v > ys
+                numpy.copyto(ys, v, where=better)
+                numpy.copyto(winner[(slice(lo, hi),) + dst], k, where=better)
+        parallel_for(pool, c)
+        self.x_shape = x.shape
+        self.taps = taps
+        self.winner = winner
+        return nchw(y),
+
+    def backward(self, indexes, grad_outputs):
+        return MaxPooling2DGrad(self).apply(grad_outputs)
+
+
+class MaxPooling2DGrad(function_node.FunctionNode):
+    """Gradient of :class:`MaxPooling2D`; first-order only."""
+
+    def __init__(self, pooling):
+        self.pooling = pooling
+
+    def forward_cpu(self, inputs):
+        p = self.pooling
+        gyc = channel_major(inputs[0])
+        n, c, h, w = p.x_shape
+        gx = numpy.zeros((c, n, h, w), gyc.dtype)
+
+        def scatter(lo, hi):
+            for k, (_, _, dst, src) in enumerate(p.taps):
+                won = p.winner[(slice(lo, hi),) + dst] == k
+                gx[(slice(lo, hi),) + src] += gyc[(slice(lo, hi),) + dst] * won
+        parallel_for(scatter, c)
+        return nchw(gx),
+
+    def backward(self, indexes, grad_outputs):
+        raise NotImplementedError(
+            'functions.max_pooling_2d supports first-order gradients only')
+
+
+def max_pooling_2d(x, ksize, stride=None, pad=0, cover_all=True,
+                   return_indices=False):
+    """Drop-in ``chainer.functions.max_pooling_2d`` with a NumPy fast path.
+
+    CuPy, ChainerX and iDeep arrays, and ``return_indices``, go to
+    Chainer's own function.
+    """
+    array = x.array if isinstance(x, chainer.Variable) else x
+    if (return_indices or type(array) is not numpy.ndarray
+            or intel64.should_use_ideep('>=auto')):
+        return chainer.functions.max_pooling_2d(
+            x, ksize, stride, pad, cover_all, return_indices)
+    return MaxPooling2D(ksize, stride, pad, cover_all).apply((x,))[0]

@@ -1,0 +1,125 @@
+"""Multi-threaded ReLU, alone or fused with the residual sum.
+
+Chainer's NumPy ReLU is one single-threaded pass per direction, and the
+residual ``F.relu(h + shortcut)`` adds a third array and another pass. Here
+
+    y = max(x_1 + ... + x_n, 0),    gx_i = gy [y > 0]
+
+runs over L2-sized blocks of the arrays' memory on all cores. Arrays that
+share one dense memory order (channel-major activations do) are processed
+flat; others go through plain NumPy expressions.
+"""
+import numpy
+
+from chainer.backends import intel64
+from chainer import function_node
+import chainer.functions
+from chainer.utils import type_check
+
+from functions.cpu_runtime import parallel_for
+
+# Elements per block: a few float32 arrays of it stay in L2.
+BLOCK = 1 << 16
+
+
+def _flat(a):
+    """``a``'s elements as a 1-D view in memory order, or None if not dense."""
+    order = numpy.argsort(a.strides)[::-1]
+    t = a.transpose(order)
+    if not t.flags.c_contiguous:
+        return None
+    return t.reshape(-1)
+
+
+def _blockwise(kernel, out, *arrays):
+    """``kernel(out_block, *blocks)`` over aligned blocks of dense arrays.
+
+    Returns False (doing nothing) when the arrays do not all share one dense
+    memory order.
+    """
+    flats = [_flat(a) for a in (out,) + arrays]
+    if any(f is None for f in flats) or any(
+            a.strides != out.strides for a in arrays):
+        return False
+    n = flats[0].size
+
+    def run(lo, hi):
+        for i in range(lo * BLOCK, min(hi * BLOCK, n), BLOCK):
+            kernel(*[f[i:i + BLOCK] for f in flats])
+    parallel_for(run, -(-n // BLOCK))
+    return True
+
+
+def _relu_of_sum(out, first, *rest):
+    if rest:
+        numpy.add(first, rest[0], out=out)
+        for r in rest[1:]:
+            out += r
+        first = out
+    numpy.maximum(first, 0, out=out)
+
+
+def _mask(out, gy, y):
+    numpy.greater(y, 0, out=out)
+    out *= gy
+
+
+class ReLU(function_node.FunctionNode):
+    """``max(sum(inputs), 0)`` of NumPy arrays of one shape and dtype."""
+
+    def check_type_forward(self, in_types):
+        type_check.expect(in_types.size() >= 1)
+        for t in in_types:
+            type_check.expect(t.dtype.kind == 'f',
+                              t.dtype == in_types[0].dtype,
+                              t.shape == in_types[0].shape)
+
+    def forward_cpu(self, inputs):
+        y = numpy.empty_like(inputs[0])
+        if not _blockwise(_relu_of_sum, y, *inputs):
+            y[...] = numpy.maximum(sum(inputs[1:], inputs[0]), 0)
+        self.retain_outputs((0,))
+        return y,
+
+    def backward(self, indexes, grad_outputs):
+        y, = self.get_retained_outputs()
+        gx, = ReLUGrad(y.raw_array).apply(grad_outputs)
+        return (gx,) * len(indexes)
+
+
+class ReLUGrad(function_node.FunctionNode):
+    """``gy [y > 0]``; first-order only."""
+
+    def __init__(self, y):
+        self.y = y
+
+    def forward_cpu(self, inputs):
+        gy, = inputs
+        gx = numpy.empty_like(self.y)
+        if not _blockwise(_mask, gx, gy, self.y):
+            gx = gy * (self.y > 0)
+        return gx,
+
+    def backward(self, indexes, grad_outputs):
+        raise NotImplementedError(
+            'functions.relu supports first-order gradients only')
+
+
+def _numpy_inputs(xs):
+    arrays = [x.array if isinstance(x, chainer.Variable) else x for x in xs]
+    return (all(type(a) is numpy.ndarray for a in arrays)
+            and not intel64.should_use_ideep('>=auto'))
+
+
+def relu(x):
+    """Drop-in ``chainer.functions.relu`` with a multi-threaded NumPy path."""
+    if not _numpy_inputs((x,)):
+        return chainer.functions.relu(x)
+    return ReLU().apply((x,))[0]
+
+
+def add_relu(x, shortcut):
+    """``relu(x + shortcut)`` in one pass: the residual block's output."""
+    if not _numpy_inputs((x, shortcut)):
+        return chainer.functions.relu(x + shortcut)
+    return ReLU().apply((x, shortcut))[0]
