@@ -49,6 +49,10 @@ def parse_args(argv=None):
                         help='root directory of the paths in list files')
     parser.add_argument('--arch', '-a', choices=sorted(models.archs),
                         default='resnet50', help='network architecture')
+    parser.add_argument('--width', type=float, default=1.0,
+                        help='channel-width multiplier of the network, for '
+                             'small-scale studies (default: 1, the paper\'s '
+                             'ResNet-50)')
     parser.add_argument('--n-class', type=int,
                         help='number of classes (default: the number of '
                              'class folders, or 1000 for list files)')
@@ -153,7 +157,7 @@ def _resolve_defaults(parser, args):
         if args.iterations is None:
             args.iterations = 5
     for flag in ('batchsize', 'accumulate', 'val_batchsize', 'epoch',
-                 'crop_size', 'log_interval', 'keep_snapshots'):
+                 'crop_size', 'log_interval', 'keep_snapshots', 'width'):
         if getattr(args, flag) <= 0:
             raise datasets.InputError('--{} must be positive, got {}'.format(
                 flag, getattr(args, flag)))
@@ -247,7 +251,8 @@ def normalization(args):
 def build_model(args, n_class):
     predictor = models.archs[args.arch](
         n_class, norm=normalization(args),
-        zero_init_residual=recipes.zero_init_residual(args))
+        zero_init_residual=recipes.zero_init_residual(args),
+        width=args.width)
     return L.Classifier(predictor)
 
 
@@ -285,7 +290,7 @@ def snapshot_trigger(args):
 def run_configuration(args, comm, n_class):
     """What a snapshot must share with the run that resumes from it."""
     return snapshots.RunConfiguration(
-        arch=args.arch, n_class=n_class, workers=comm.size,
+        arch=args.arch, width=args.width, n_class=n_class, workers=comm.size,
         batchsize=args.batchsize, accumulate=args.accumulate, seed=args.seed)
 
 

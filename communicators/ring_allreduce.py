@@ -15,14 +15,16 @@ class HalfPrecisionRingAllreduce(object):
     """Sums a float32 vector over ``mpi_comm``, moving float16.
 
     Args:
-        mpi_comm: an mpi4py communicator.
+        mpi_comm: an mpi4py communicator; the ring talks over a duplicate
+            of it (a collective call), so that its messages never match
+            other point-to-point traffic.
 
     Attributes:
         bytes_sent (int): bytes this rank has sent so far.
     """
 
     def __init__(self, mpi_comm):
-        self.mpi_comm = mpi_comm
+        self.mpi_comm = mpi_comm.Dup()
         self.bytes_sent = 0
         self._wire = numpy.empty(0, numpy.float16)
         self._recv = numpy.empty(0, numpy.float16)

@@ -54,6 +54,7 @@ class _CropTransform(object):
                              'side {}'.format(crop_size, self.resize))
         self.mean = mean if mean.ndim == 3 else mean.reshape(3, 1, 1)
         self.scale = numpy.float32(1.0 / 255.0)
+        self.scaled_mean = self.mean * self.scale
 
     def _load(self, path):
         """The resized image, or None for an undecodable one when skipping."""
@@ -65,19 +66,23 @@ class _CropTransform(object):
             raise
 
     def _normalize(self, image, top, left, flip=False):
-        """``(crop - mean) / 255`` in CHW, written once into a fresh buffer.
+        """``(crop - mean) / 255`` in CHW, as ``crop / 255 - mean / 255``.
 
+        One scaling cast of the uint8 crop into a fresh float32 buffer and
+        one in-place subtraction of the pre-scaled mean: about 3x cheaper
+        than a mixed-type subtraction, which NumPy casts through buffers.
         A flip mirrors the crop together with its window of a per-pixel mean.
         """
         c = self.crop_size
         crop = image[top:top + c, left:left + c].transpose(2, 0, 1)
-        mean = self.mean
+        mean = self.scaled_mean
         if mean.shape[1] != 1:
             mean = mean[:, top:top + c, left:left + c]
         if flip:
             crop, mean = crop[:, :, ::-1], mean[:, :, ::-1]
-        out = numpy.subtract(crop, mean, dtype=numpy.float32)
-        out *= self.scale
+        out = numpy.empty(crop.shape, numpy.float32)
+        numpy.multiply(crop, self.scale, out=out, dtype=numpy.float32)
+        out -= mean
         return out
 
 

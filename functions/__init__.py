@@ -8,3 +8,6 @@ from functions.batch_normalization import batch_normalization  # NOQA
 from functions.convolution_2d import convolution_2d  # NOQA
 from functions.links import BatchNormalization  # NOQA
 from functions.links import Convolution2D  # NOQA
+from functions.max_pooling_2d import max_pooling_2d  # NOQA
+from functions.relu import add_relu  # NOQA
+from functions.relu import relu  # NOQA

@@ -13,30 +13,21 @@ on all cores, and touches main memory about once per input and output:
               gbeta = sum(gy), ggamma = sum(gy x_hat),
               gx = gamma / sqrt(var + eps) (gy - (x_hat ggamma + gbeta) / m)
 
-It is an implementation (``impl_selector``) of Chainer's own
-``BatchNormalization`` FunctionNode, so the running statistics, the
-double-backward and every other device keep Chainer's code.
+Sums are ``einsum`` reductions (float32 accumulators, about 2.5x faster
+than NumPy's pairwise ``sum``). It is an implementation (``impl_selector``)
+of Chainer's own ``BatchNormalization`` FunctionNode, so the running
+statistics, the double-backward and every other device keep Chainer's code.
 """
 import numpy
 
 import chainer
-from chainer.backends import intel64
 from chainer.functions.normalization import batch_normalization as _bn
 from chainer.utils import argument
 
 from functions.channel_major import channel_major
 from functions.channel_major import nchw
-from functions.cpu_runtime import parallel_for
-
-# Bytes of one channel block: its input, one temporary and its output stay in
-# a 2 MB L2 cache.
-BLOCK_BYTES = 256 << 10
-
-
-def _blocks(lo, hi, row_bytes):
-    """Slices of whole channels in [lo, hi) of about BLOCK_BYTES each."""
-    rows = max(1, BLOCK_BYTES // row_bytes)
-    return [slice(i, min(i + rows, hi)) for i in range(lo, hi, rows)]
+from functions.cpu_runtime import fast_paths_enabled
+from functions.cpu_runtime import parallel_blocks
 
 
 class ChannelMajorBatchNormalizationImpl(_bn._BatchNormalizationImpl):
@@ -55,17 +46,15 @@ class ChannelMajorBatchNormalizationImpl(_bn._BatchNormalizationImpl):
         mean = numpy.empty(c, x.dtype)
         var = numpy.empty(c, x.dtype)
 
-        def normalize(lo, hi):
-            for s in _blocks(lo, hi, x2[0].nbytes):
-                xs, ys = x2[s], y2[s]
-                mean[s] = xs.mean(axis=1)
-                d = xs - mean[s, None]
-                numpy.multiply(d, d, out=ys)
-                var[s] = ys.mean(axis=1)
-                scale = gamma[s] / numpy.sqrt(var[s] + eps)
-                numpy.multiply(d, scale[:, None], out=ys)
-                ys += beta[s, None]
-        parallel_for(normalize, c)
+        def normalize(s):
+            xs, ys = x2[s], y2[s]
+            mean[s] = numpy.einsum('ij->i', xs) / m
+            d = xs - mean[s, None]
+            var[s] = numpy.einsum('ij,ij->i', d, d) / m
+            scale = gamma[s] / numpy.sqrt(var[s] + eps)
+            numpy.multiply(d, scale[:, None], out=ys)
+            ys += beta[s, None]
+        parallel_blocks(normalize, c, x2[0].nbytes)
         inv_std = numpy.reciprocal(numpy.sqrt(var + eps))
 
         if running_mean is not None:
@@ -88,19 +77,18 @@ class ChannelMajorBatchNormalizationImpl(_bn._BatchNormalizationImpl):
         ggamma = numpy.empty(c, x.dtype)
         gbeta = numpy.empty(c, x.dtype)
 
-        def differentiate(lo, hi):
-            for s in _blocks(lo, hi, x2[0].nbytes):
-                gs, gxs = gy2[s], gx2[s]
-                x_hat = x2[s] - mean[s, None]
-                x_hat *= inv_std[s, None]
-                gbeta[s] = gs.sum(axis=1)
-                numpy.multiply(gs, x_hat, out=gxs)
-                ggamma[s] = gxs.sum(axis=1)
-                x_hat *= (ggamma[s] * inv_m)[:, None]
-                x_hat += (gbeta[s] * inv_m)[:, None]
-                numpy.subtract(gs, x_hat, out=gxs)
-                gxs *= (gamma[s] * inv_std[s])[:, None]
-        parallel_for(differentiate, c)
+        def differentiate(s):
+            gs, gxs = gy2[s], gx2[s]
+            d = x2[s] - mean[s, None]
+            gbeta[s] = numpy.einsum('ij->i', gs)
+            ggamma[s] = numpy.einsum('ij,ij->i', gs, d) * inv_std[s]
+            # gx = coef (gy - x_hat ggamma / m - gbeta / m), x_hat = d inv_std
+            coef = gamma[s] * inv_std[s]
+            d *= (inv_std[s] * ggamma[s] * inv_m)[:, None]
+            d += (gbeta[s] * inv_m)[:, None]
+            numpy.subtract(gs, d, out=gxs)
+            gxs *= coef[:, None]
+        parallel_blocks(differentiate, c, x2[0].nbytes)
         return nchw(gx2.reshape(xc.shape)), x_layout, ggamma, gbeta
 
 
@@ -111,7 +99,7 @@ def _select_impl(bn, inputs):
             and x.ndim == 4 and tuple(bn.axis) == (0, 2, 3)
             and x.dtype == gamma.dtype == beta.dtype
             and bn.input_layouts[0] is None
-            and not intel64.should_use_ideep('>=auto')):
+            and fast_paths_enabled()):
         return ChannelMajorBatchNormalizationImpl()
     return _bn._impl_selector(bn, inputs)
 

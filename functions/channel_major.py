@@ -33,7 +33,7 @@ def nchw(xc):
 
 
 def pair(x):
-    """``(x, x)`` for a scalar, else ``x`` as a tuple (Chainer's convention)."""
+    """``(x, x)`` for a scalar, else ``x`` as a tuple (as Chainer reads it)."""
     if hasattr(x, '__getitem__'):
         return tuple(x)
     return x, x

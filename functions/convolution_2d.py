@@ -17,13 +17,13 @@ kernel, so no col2im scatter is needed either.
 import numpy
 
 import chainer
-from chainer.backends import intel64
 from chainer import function_node
 import chainer.functions
 from chainer.utils import conv
 from chainer.utils import type_check
 
 from functions.channel_major import channel_major
+from functions.cpu_runtime import fast_paths_enabled
 from functions.channel_major import im2col
 from functions.channel_major import nchw
 from functions.channel_major import pair
@@ -164,7 +164,7 @@ def convolution_2d(x, W, b=None, stride=1, pad=0, cover_all=False, **kwargs):
              and options.pop('groups', 1) == 1
              and not options.pop('cudnn_fast', False)
              and not options)
-    if (not plain or intel64.should_use_ideep('>=auto')
+    if (not plain or not fast_paths_enabled()
             or any(type(a) is not numpy.ndarray for a in arrays)
             or len({a.dtype for a in arrays}) != 1):
         return chainer.functions.convolution_2d(

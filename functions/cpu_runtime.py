@@ -13,6 +13,9 @@ import ctypes
 import ctypes.util
 import os
 
+import chainer
+from chainer.backends import intel64
+
 # mallopt() parameter numbers from glibc's <malloc.h>.
 M_TRIM_THRESHOLD = -1
 M_TOP_PAD = -2
@@ -95,3 +98,34 @@ def parallel_for(fn, n):
     fn(bounds[0], bounds[1])
     for future in futures:
         future.result()
+
+
+def fast_paths_enabled():
+    """Whether the NumPy fast paths of :mod:`functions` are on.
+
+    ``chainer.config.cpu_fast_paths`` (default True) turns them off, e.g.
+    ``with chainer.using_config('cpu_fast_paths', False):`` to run Chainer's
+    own CPU functions for comparison; iDeep, when Chainer is told to use it,
+    also takes precedence.
+    """
+    return (getattr(chainer.config, 'cpu_fast_paths', True)
+            and not intel64.should_use_ideep('>=auto'))
+
+
+# Bytes of one block of rows: a few arrays of it stay in a core's L2 cache.
+BLOCK_BYTES = 256 << 10
+
+
+def parallel_blocks(fn, rows, row_bytes):
+    """Run ``fn(rows_slice)`` over L2-sized blocks of whole rows.
+
+    ``range(rows)`` is split over the worker threads as in
+    :func:`parallel_for`, and each thread walks its part in blocks of about
+    ``BLOCK_BYTES``, so that passes over a block after the first hit cache.
+    """
+    size = max(1, BLOCK_BYTES // max(1, row_bytes))
+
+    def run(lo, hi):
+        for i in range(lo, hi, size):
+            fn(slice(i, min(i + size, hi)))
+    parallel_for(run, rows)

@@ -11,11 +11,11 @@ flat; others go through plain NumPy expressions.
 """
 import numpy
 
-from chainer.backends import intel64
 from chainer import function_node
 import chainer.functions
 from chainer.utils import type_check
 
+from functions.cpu_runtime import fast_paths_enabled
 from functions.cpu_runtime import parallel_for
 
 # Elements per block: a few float32 arrays of it stay in L2.
@@ -50,13 +50,23 @@ def _blockwise(kernel, out, *arrays):
     return True
 
 
+def _zeros(dtype, _cache={}):
+    """A read-only block of zeros: ``maximum`` against an array beats a
+    broadcast scalar 0 by about 1.5x."""
+    if dtype not in _cache:
+        zeros = numpy.zeros(BLOCK, dtype)
+        zeros.flags.writeable = False
+        _cache[dtype] = zeros
+    return _cache[dtype]
+
+
 def _relu_of_sum(out, first, *rest):
     if rest:
         numpy.add(first, rest[0], out=out)
         for r in rest[1:]:
             out += r
         first = out
-    numpy.maximum(first, 0, out=out)
+    numpy.maximum(first, _zeros(out.dtype)[:out.size], out=out)
 
 
 def _mask(out, gy, y):
@@ -108,7 +118,7 @@ class ReLUGrad(function_node.FunctionNode):
 def _numpy_inputs(xs):
     arrays = [x.array if isinstance(x, chainer.Variable) else x for x in xs]
     return (all(type(a) is numpy.ndarray for a in arrays)
-            and not intel64.should_use_ideep('>=auto'))
+            and fast_paths_enabled())
 
 
 def relu(x):

@@ -79,7 +79,7 @@ class FinalBatchNormalization(chainer.Link):
 
     @property
     def kept_statistics(self):
-        """The persistent arrays that :meth:`sync` averages, in a fixed order."""
+        """The persistent arrays that :meth:`sync` averages, in order."""
         return self.batch_mean, self.batch_var, self.batch_mean_sq
 
     def statistics(self):

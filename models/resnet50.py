@@ -10,6 +10,8 @@ import chainer.functions as F
 import chainer.links as L
 from chainer import initializers
 
+import functions
+
 BN_EPS = 2e-5
 
 
@@ -28,26 +30,26 @@ class BottleNeck(chainer.Chain):
         last_gamma = initializers.Zero() if zero_init_residual else None
         self.projection = in_size != out_size or stride != 1
         with self.init_scope():
-            self.conv1 = L.Convolution2D(in_size, ch, 1, stride, 0,
-                                         initialW=w, nobias=True)
+            self.conv1 = functions.Convolution2D(in_size, ch, 1, stride, 0,
+                                                 initialW=w, nobias=True)
             self.bn1 = norm(ch, eps=BN_EPS)
-            self.conv2 = L.Convolution2D(ch, ch, 3, 1, 1,
-                                         initialW=w, nobias=True)
+            self.conv2 = functions.Convolution2D(ch, ch, 3, 1, 1,
+                                                 initialW=w, nobias=True)
             self.bn2 = norm(ch, eps=BN_EPS)
-            self.conv3 = L.Convolution2D(ch, out_size, 1, 1, 0,
-                                         initialW=w, nobias=True)
+            self.conv3 = functions.Convolution2D(ch, out_size, 1, 1, 0,
+                                                 initialW=w, nobias=True)
             self.bn3 = norm(out_size, eps=BN_EPS, initial_gamma=last_gamma)
             if self.projection:
-                self.conv4 = L.Convolution2D(in_size, out_size, 1, stride, 0,
-                                             initialW=w, nobias=True)
+                self.conv4 = functions.Convolution2D(
+                    in_size, out_size, 1, stride, 0, initialW=w, nobias=True)
                 self.bn4 = norm(out_size, eps=BN_EPS)
 
     def forward(self, x):
-        h = F.relu(self.bn1(self.conv1(x)))
-        h = F.relu(self.bn2(self.conv2(h)))
+        h = functions.relu(self.bn1(self.conv1(x)))
+        h = functions.relu(self.bn2(self.conv2(h)))
         h = self.bn3(self.conv3(h))
         shortcut = self.bn4(self.conv4(x)) if self.projection else x
-        return F.relu(h + shortcut)
+        return functions.add_relu(h, shortcut)
 
 
 class Block(chainer.ChainList):
@@ -75,33 +77,47 @@ class ResNet50(chainer.Chain):
         n_class: number of output classes.
         norm: factory of the normalization links, called as
             ``norm(size, eps=..., initial_gamma=...)``;
-            ``L.BatchNormalization`` (moving averages) by default.
+            ``functions.BatchNormalization`` (Chainer's, moving averages) by
+            default.
         zero_init_residual: zero-init the last BN gamma of every block.
+        width: multiplier of every channel count (rounded, at least 1), for
+            small-scale studies; 1.0 is the paper's network.
     """
 
     insize = 224
 
-    def __init__(self, n_class=1000, norm=L.BatchNormalization,
-                 zero_init_residual=False):
+    def __init__(self, n_class=1000, norm=functions.BatchNormalization,
+                 zero_init_residual=False, width=1.0):
         super(ResNet50, self).__init__()
+        if width <= 0:
+            raise ValueError('ResNet50 width must be positive, got {}'.format(
+                width))
         self.n_class = n_class
+
+        def c(channels):
+            return max(1, int(round(channels * width)))
+
         with self.init_scope():
-            self.conv1 = L.Convolution2D(3, 64, 7, 2, 3,
-                                         initialW=initializers.HeNormal(),
-                                         nobias=True)
-            self.bn1 = norm(64, eps=BN_EPS)
-            self.res2 = Block(3, 64, 64, 256, 1, norm, zero_init_residual)
-            self.res3 = Block(4, 256, 128, 512, 2, norm, zero_init_residual)
-            self.res4 = Block(6, 512, 256, 1024, 2, norm, zero_init_residual)
-            self.res5 = Block(3, 1024, 512, 2048, 2, norm, zero_init_residual)
-            self.fc = L.Linear(2048, n_class)
+            self.conv1 = functions.Convolution2D(
+                3, c(64), 7, 2, 3, initialW=initializers.HeNormal(),
+                nobias=True)
+            self.bn1 = norm(c(64), eps=BN_EPS)
+            self.res2 = Block(3, c(64), c(64), c(256), 1, norm,
+                              zero_init_residual)
+            self.res3 = Block(4, c(256), c(128), c(512), 2, norm,
+                              zero_init_residual)
+            self.res4 = Block(6, c(512), c(256), c(1024), 2, norm,
+                              zero_init_residual)
+            self.res5 = Block(3, c(1024), c(512), c(2048), 2, norm,
+                              zero_init_residual)
+            self.fc = L.Linear(c(2048), n_class)
 
     def forward(self, x):
         if x.shape[2] < 32 or x.shape[3] < 32:
             raise ValueError('ResNet50 needs inputs of at least 32x32 pixels, '
                              'got {}x{}'.format(x.shape[2], x.shape[3]))
-        h = F.relu(self.bn1(self.conv1(x)))
-        h = F.max_pooling_2d(h, 3, stride=2)
+        h = functions.relu(self.bn1(self.conv1(x)))
+        h = functions.max_pooling_2d(h, 3, stride=2)
         h = self.res2(h)
         h = self.res3(h)
         h = self.res4(h)

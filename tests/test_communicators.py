@@ -1,4 +1,4 @@
-"""Float16 gradient all-reduce: real `mpiexec` jobs on 2, 3 and 4 CPU workers."""
+"""Float16 gradient all-reduce: `mpiexec` jobs on 2, 3 and 4 CPU workers."""
 import numpy
 import pytest
 

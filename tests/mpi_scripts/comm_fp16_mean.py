@@ -55,7 +55,8 @@ def check_mean_within_fp16_rounding():
             # Each of the <= size + 1 roundings to float16 of a partial sum
             # of the scaled gradients errs by <= 2^-11 of it (+ 2^-25 below
             # float16's normal range).
-            bound = 2. ** -11 * numpy.abs(stack).sum(0) + (size + 1) * 2. ** -24
+            bound = (2. ** -11 * numpy.abs(stack).sum(0)
+                     + (size + 1) * 2. ** -24)
             error = numpy.abs(param.grad - stack.mean(0))
             assert (error <= bound).all(), (n, name, (error / bound).max())
             assert param.grad.dtype == numpy.float32
@@ -65,7 +66,7 @@ def check_mean_within_fp16_rounding():
 
 def check_large_gradients_stay_finite():
     model = Grads(5)
-    model.set_grads(4e4)  # float16 max is 65504: a sum before dividing overflows
+    model.set_grads(4e4)  # float16 max 65504: a sum before dividing overflows
     comm.multi_node_mean_grad(model)
     for _, param in model.namedparams():
         assert (param.grad == 4e4).all(), param.grad

@@ -1,0 +1,298 @@
+#!/usr/bin/env python
+"""Images/s of one ResNet-50 training step on CPU, against the GEMM peak.
+
+    python -m benchmarks.train_step [--sizes 224 64] [--batchsize 32]
+        [--steps 5] [--rounds 3] [--stock] [--no-torch] [--no-configure]
+        [--transform]
+
+A step is the project's: forward, softmax cross-entropy, backward and the
+recipe's optimizer update (``--recipe``, RMSprop warm-up by default, with
+weight decay), fp32, on random data. For every input size it prints the
+median images/s over ``rounds x steps`` timed steps after a warm-up step,
+the convolution and linear FLOPs per image (forward, and the two backward
+GEMMs; none for the input image's gradient) and the fraction of the GEMM
+peak, measured in the same run as the median GFLOP/s of a 2048^3 NumPy
+matmul. ``--stock`` also times the same model with the fast paths of
+:mod:`functions` off (Chainer's own CPU functions). If PyTorch is
+importable it times the same network written in PyTorch (eager, momentum
+SGD with weight decay) and prints the ratio. Rounds alternate the
+implementations so that machine noise hits all of them alike; the spread of
+the per-round ratios is printed too. ``--transform`` also prints the
+per-core images/s of the training transform (Pillow decode, resize, random
+crop, flip, mean subtraction) on a synthetic ImageNet-sized JPEG.
+"""
+import argparse
+import os
+import tempfile
+import time
+
+import chainer
+import chainer.functions as F
+import chainer.links as L
+import numpy
+from PIL import Image
+
+import datasets
+from functions import cpu_runtime
+import models
+from optimizers import recipes
+
+try:
+    import torch
+except ImportError:  # PyTorch is optional: only the comparison needs it
+    torch = None
+
+PEAK_N = 2048
+
+
+def gemm_peak(repeats=5):
+    """Median GFLOP/s of a PEAK_N^3 float32 NumPy matmul."""
+    a = numpy.random.RandomState(0).rand(PEAK_N, PEAK_N).astype(
+        numpy.float32)
+    a.dot(a)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a.dot(a)
+        times.append(time.perf_counter() - start)
+    return 2 * PEAK_N ** 3 / numpy.median(times) / 1e9
+
+
+class FlopCounter(chainer.LinkHook):
+    """Counts the multiply-adds of convolutions and linear layers (x2).
+
+    Training FLOPs are three times the forward ones, less the input
+    gradient of a layer whose input needs none (the first convolution).
+    """
+
+    name = 'FlopCounter'
+
+    def __init__(self):
+        self.forward = 0
+        self.training = 0
+
+    def forward_postprocess(self, args):
+        if not isinstance(args.link, (L.Convolution2D, L.Linear)):
+            return
+        # Multiply-adds per output element: C kh kw, or the input size.
+        flops = 2 * numpy.prod(args.link.W.shape[1:]) * args.out.size
+        x = args.args[0]
+        needs_gx = isinstance(x, chainer.Variable) and x.requires_grad
+        self.forward += flops
+        self.training += flops * (3 if needs_gx else 2)
+
+
+def chainer_step(size, batchsize, args):
+    """A closure running one training step, and its FLOPs per image."""
+    model = models.ResNet50()
+    optimizer = recipes.create_optimizer(args, batchsize)
+    optimizer.setup(model)
+    recipes.add_hooks(optimizer, args)
+    rng = numpy.random.RandomState(1)
+    x = rng.randn(batchsize, 3, size, size).astype(numpy.float32)
+    t = rng.randint(0, 1000, batchsize).astype(numpy.int32)
+
+    def loss(x, t):
+        return F.softmax_cross_entropy(model(x), t)
+
+    def step():
+        optimizer.update(loss, x, t)
+    counter = FlopCounter()
+    with counter:
+        step()
+    return step, counter.training / batchsize
+
+
+def torch_step(size, batchsize):
+    """The same network and step in PyTorch (eager, momentum SGD)."""
+    nn = torch.nn
+
+    class Bottleneck(nn.Module):
+        def __init__(self, in_size, ch, out_size, stride):
+            super(Bottleneck, self).__init__()
+            self.conv1 = nn.Conv2d(in_size, ch, 1, stride, bias=False)
+            self.bn1 = nn.BatchNorm2d(ch, eps=2e-5)
+            self.conv2 = nn.Conv2d(ch, ch, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(ch, eps=2e-5)
+            self.conv3 = nn.Conv2d(ch, out_size, 1, bias=False)
+            self.bn3 = nn.BatchNorm2d(out_size, eps=2e-5)
+            self.shortcut = None
+            if in_size != out_size or stride != 1:
+                self.shortcut = nn.Sequential(
+                    nn.Conv2d(in_size, out_size, 1, stride, bias=False),
+                    nn.BatchNorm2d(out_size, eps=2e-5))
+
+        def forward(self, x):
+            h = torch.relu(self.bn1(self.conv1(x)))
+            h = torch.relu(self.bn2(self.conv2(h)))
+            h = self.bn3(self.conv3(h))
+            s = x if self.shortcut is None else self.shortcut(x)
+            return torch.relu(h + s)
+
+    class ResNet50(nn.Module):
+        def __init__(self):
+            super(ResNet50, self).__init__()
+            self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+            self.bn1 = nn.BatchNorm2d(64, eps=2e-5)
+            blocks = []
+            for n, in_size, ch, out_size, stride in (
+                    (3, 64, 64, 256, 1), (4, 256, 128, 512, 2),
+                    (6, 512, 256, 1024, 2), (3, 1024, 512, 2048, 2)):
+                blocks.append(Bottleneck(in_size, ch, out_size, stride))
+                blocks += [Bottleneck(out_size, ch, out_size, 1)
+                           for _ in range(n - 1)]
+            self.blocks = nn.Sequential(*blocks)
+            self.fc = nn.Linear(2048, 1000)
+
+        def forward(self, x):
+            h = torch.relu(self.bn1(self.conv1(x)))
+            h = nn.functional.max_pool2d(h, 3, 2, 1)
+            return self.fc(self.blocks(h).mean((2, 3)))
+
+    model = ResNet50()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9,
+                                weight_decay=1e-4)
+    x = torch.randn(batchsize, 3, size, size)
+    t = torch.randint(0, 1000, (batchsize,))
+
+    def step():
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(x), t).backward()
+        optimizer.step()
+    step()
+    return step
+
+
+def _time(step, n):
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def _stock(step):
+    def run():
+        with chainer.using_config('cpu_fast_paths', False):
+            step()
+    return run
+
+
+def benchmark(size, args):
+    peak = gemm_peak()
+    fast, flops = chainer_step(size, args.batchsize, args)
+    steps = {'chainer': fast}
+    if args.stock:
+        steps['chainer-stock'] = _stock(fast)
+        steps['chainer-stock']()
+    if torch is not None and not args.no_torch:
+        steps['pytorch'] = torch_step(size, args.batchsize)
+    times = {name: [] for name in steps}
+    for _ in range(args.rounds):
+        for name, step in steps.items():
+            times[name].append(_time(step, args.steps))
+    peak = numpy.median([peak, gemm_peak()])
+    print('size {0}x{0}, batch {1}, {2} threads: GEMM peak {3:.0f} GFLOP/s, '
+          '{4:.2f} GFLOP per image'.format(
+              size, args.batchsize, cpu_runtime.num_threads(), peak,
+              flops / 1e9))
+    rate, round_rates = {}, {}
+    for name, rounds in times.items():
+        per_step = [t for r in rounds for t in r]
+        rate[name] = args.batchsize / numpy.median(per_step)
+        round_rates[name] = [args.batchsize / numpy.median(r) for r in rounds]
+        print('  {:<14} {:7.2f} images/s  (steps {:.2f}..{:.2f} s) '
+              '{:6.1f} GFLOP/s = {:4.0%} of peak'.format(
+                  name, rate[name], min(per_step), max(per_step),
+                  rate[name] * flops / 1e9, rate[name] * flops / 1e9 / peak))
+    for other in ('pytorch', 'chainer-stock'):
+        if other in rate:
+            per_round = [a / b for a, b in zip(round_rates['chainer'],
+                                               round_rates[other])]
+            print('  chainer / {:<13} {:5.2f}  (per round {})'.format(
+                other, rate['chainer'] / rate[other],
+                ' '.join('{:.2f}'.format(r) for r in per_round)))
+
+
+def transform_rate(crop_size, n=200):
+    """Per-core images/s of the training transform on an ImageNet-like JPEG.
+
+    The image is a synthetic 500x375 photo-like JPEG (ImageNet's typical
+    size, quality 90); prints decode+resize and normalization times too.
+    """
+    rng = numpy.random.default_rng(0)
+    yy, xx = numpy.mgrid[0:375, 0:500]
+    pixels = numpy.stack([128 + 100 * numpy.sin(xx / 17. + c)
+                          * numpy.cos(yy / 23.) for c in range(3)], -1)
+    pixels = (pixels + rng.normal(0, 12, pixels.shape)).clip(0, 255)
+    transform = datasets.TrainTransform(
+        crop_size, datasets.load_mean(None, datasets.resize_for(crop_size)))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, 'image.jpg')
+        Image.fromarray(pixels.astype(numpy.uint8)).save(path, quality=90)
+        image = transform._load(path)
+        parts = {
+            'total': lambda: transform((path, 0), rng),
+            'decode+resize': lambda: transform._load(path),
+            'normalize': lambda: transform._normalize(image, 3, 5, True),
+        }
+        seconds = {}
+        for name, fn in parts.items():
+            fn()
+            start = time.process_time()
+            for _ in range(n):
+                fn()
+            seconds[name] = (time.process_time() - start) / n
+    print('training transform, {} px crop, one core: {:.0f} images/s '
+          '({})'.format(crop_size, 1 / seconds['total'], ', '.join(
+              '{} {:.2f} ms'.format(k, v * 1e3) for k, v in seconds.items())))
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split('\n')[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--sizes', type=int, nargs='+', default=[224, 64],
+                        help='input sides in pixels (default: 224 64)')
+    parser.add_argument('--batchsize', '-b', type=int, default=32)
+    parser.add_argument('--steps', type=int, default=5,
+                        help='timed steps per round (default: 5)')
+    parser.add_argument('--rounds', type=int, default=3,
+                        help='alternating rounds (default: 3)')
+    parser.add_argument('--stock', action='store_true',
+                        help='also time Chainer\'s own CPU functions')
+    parser.add_argument('--no-torch', action='store_true',
+                        help='skip the PyTorch comparison')
+    parser.add_argument('--no-configure', action='store_true',
+                        help='keep glibc\'s default allocator settings')
+    parser.add_argument('--transform', action='store_true',
+                        help='also time the training transform per core')
+    recipes.add_arguments(parser)
+    args = parser.parse_args(argv)
+    for flag in ('batchsize', 'steps', 'rounds'):
+        if getattr(args, flag) < 1:
+            parser.error('--{} must be a positive integer, got {}'.format(
+                flag, getattr(args, flag)))
+    if any(s < 32 for s in args.sizes):
+        parser.error('--sizes must be at least 32 pixels, got {}'.format(
+            ' '.join(map(str, args.sizes))))
+    args.epoch = 90
+    recipes.resolve(args, parser)
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if not args.no_configure:
+        cpu_runtime.configure()
+    if torch is not None:
+        torch.set_num_threads(cpu_runtime.num_threads())
+    for size in args.sizes:
+        benchmark(size, args)
+    if args.transform:
+        transform_rate(max(args.sizes))
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,368 @@
+"""CPU fast paths of ``functions`` against Chainer's own implementations."""
+import os
+import subprocess
+import sys
+
+import chainer
+import chainer.functions as F
+import chainer.links as L
+from chainer import gradient_check
+import numpy
+import pytest
+
+import functions
+from functions import cpu_runtime
+from functions.batch_normalization import ChannelMajorBatchNormalizationImpl
+from functions.channel_major import channel_major
+from functions.channel_major import im2col
+from functions.channel_major import pair
+from functions.convolution_2d import Convolution2DFunction
+from functions.max_pooling_2d import MaxPooling2D
+from functions.relu import ReLU
+from models import ResNet50
+
+TOL32 = dict(atol=1e-4, rtol=1e-4)
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _layout(x, layout):
+    """``x`` stored NCHW, channel-major, or as a strided (sliced) view."""
+    if layout == 'nchw':
+        return numpy.ascontiguousarray(x)
+    if layout == 'channel-major':
+        return numpy.ascontiguousarray(x.transpose(1, 0, 2, 3)).transpose(
+            1, 0, 2, 3)
+    wide = numpy.zeros(x.shape[:3] + (2 * x.shape[3],), x.dtype)
+    wide[..., ::2] = x
+    return wide[..., ::2]
+
+
+def _run(f, arrays, gy_seed=7):
+    """Outputs and input gradients of ``f(*arrays)`` for a fixed ``gy``."""
+    variables = [chainer.Variable(a.copy(order='K')) for a in arrays]
+    y = f(*variables)
+    y.grad = numpy.random.RandomState(gy_seed).standard_normal(
+        y.shape).astype(y.dtype)
+    y.backward()
+    return [y.array] + [v.grad for v in variables], y
+
+
+def _assert_same(expected, actual, **tol):
+    assert len(expected) == len(actual)
+    for e, a in zip(expected, actual):
+        assert e.shape == a.shape
+        numpy.testing.assert_allclose(a, e, **(tol or TOL32))
+
+
+def _is_channel_major(a):
+    return a.transpose(1, 0, 2, 3).flags.c_contiguous
+
+
+# --- convolution -----------------------------------------------------------
+
+CONV_CASES = [
+    # (n, c, h, w, out_c, k, stride, pad)
+    (2, 3, 9, 7, 5, 3, 1, 1),     # odd sizes, 'same' 3x3
+    (2, 4, 11, 10, 6, 7, 2, 3),   # the stem: 7x7, stride 2, pad 3
+    (1, 5, 8, 9, 3, 1, 2, 0),     # strided 1x1, batch 1
+    (3, 4, 7, 7, 2, 1, 1, 0),     # plain 1x1
+    (2, 3, 6, 5, 4, 3, 2, 0),     # strided 3x3, no padding
+    (2, 3, 5, 5, 2, 1, 1, 1),     # padded 1x1
+    (2, 3, 9, 9, 4, 3, 3, 2),     # stride 3, pad 2: uncovered borders
+    (1, 2, 4, 6, 3, (2, 3), (1, 2), (1, 0)),  # rectangular everything
+]
+
+
+@pytest.mark.parametrize('case', CONV_CASES)
+@pytest.mark.parametrize('layout', ['nchw', 'channel-major', 'strided'])
+@pytest.mark.parametrize('bias', [False, True])
+def test_convolution_matches_chainer(case, layout, bias):
+    n, c, h, w, out_c, k, stride, pad = case
+    kh, kw = pair(k)
+    rng = numpy.random.RandomState(0)
+    x = _layout(rng.standard_normal((n, c, h, w)).astype(numpy.float32),
+                layout)
+    arrays = [x, rng.standard_normal((out_c, c, kh, kw)).astype(
+        numpy.float32)]
+    if bias:
+        arrays.append(rng.standard_normal(out_c).astype(numpy.float32))
+    expected, _ = _run(
+        lambda *a: F.convolution_2d(*a, stride=stride, pad=pad), arrays)
+    actual, y = _run(
+        lambda *a: functions.convolution_2d(*a, stride=stride, pad=pad),
+        arrays)
+    assert isinstance(y.creator, Convolution2DFunction)
+    assert _is_channel_major(y.array)
+    _assert_same(expected, actual)
+
+
+@pytest.mark.parametrize('case', [(2, 3, 5, 4, 2, 3, 1, 1),
+                                  (1, 2, 5, 5, 3, 3, 2, 1),
+                                  (2, 3, 4, 5, 2, 1, 2, 0)])
+def test_convolution_gradient_check(case):
+    n, c, h, w, out_c, k, stride, pad = case
+    rng = numpy.random.RandomState(1)
+    x = rng.standard_normal((n, c, h, w))
+    W = rng.standard_normal((out_c, c, k, k))
+    b = rng.standard_normal(out_c)
+    y = functions.convolution_2d(x, W, b, stride, pad)
+    gy = rng.standard_normal(y.shape)
+    gradient_check.check_backward(
+        lambda *a: functions.convolution_2d(*a, stride=stride, pad=pad),
+        (x, W, b), gy, dtype=numpy.float64, atol=1e-6, rtol=1e-5)
+
+
+def test_convolution_without_input_gradient():
+    rng = numpy.random.RandomState(2)
+    x = rng.standard_normal((2, 3, 8, 8)).astype(numpy.float32)
+    W = chainer.Variable(rng.standard_normal((4, 3, 7, 7)).astype(
+        numpy.float32))
+    y = functions.convolution_2d(x, W, stride=2, pad=3)
+    F.sum(y * y).backward()
+    W0 = chainer.Variable(W.array.copy())
+    F.sum(F.convolution_2d(x, W0, stride=2, pad=3) ** 2).backward()
+    numpy.testing.assert_allclose(W.grad, W0.grad, **TOL32)
+
+
+@pytest.mark.parametrize('kwargs', [dict(groups=2), dict(dilate=2),
+                                    dict(cover_all=True)])
+def test_convolution_falls_back_to_chainer(kwargs):
+    rng = numpy.random.RandomState(3)
+    x = rng.standard_normal((2, 4, 7, 7)).astype(numpy.float32)
+    W = rng.standard_normal((4, 4 // kwargs.get('groups', 1), 3, 3)).astype(
+        numpy.float32)
+    y = functions.convolution_2d(x, W, None, 2, 1, **kwargs)
+    assert not isinstance(y.creator, Convolution2DFunction)
+    numpy.testing.assert_array_equal(
+        y.array, F.convolution_2d(x, W, None, 2, 1, **kwargs).array)
+
+
+def test_fast_paths_switch_off_with_config():
+    rng = numpy.random.RandomState(4)
+    x = rng.standard_normal((2, 3, 5, 5)).astype(numpy.float32)
+    W = rng.standard_normal((2, 3, 3, 3)).astype(numpy.float32)
+    with chainer.using_config('cpu_fast_paths', False):
+        assert not isinstance(functions.convolution_2d(x, W).creator,
+                              Convolution2DFunction)
+        assert not isinstance(functions.relu(x).creator, ReLU)
+        assert not isinstance(functions.max_pooling_2d(x, 2).creator,
+                              MaxPooling2D)
+    assert isinstance(functions.convolution_2d(x, W).creator,
+                      Convolution2DFunction)
+
+
+def test_im2col_matches_a_padded_reference():
+    rng = numpy.random.RandomState(5)
+    xc = rng.standard_normal((2, 3, 5, 6)).astype(numpy.float32)
+    # asymmetric: 1 row of padding on top, 3 below; -1 column (cropped).
+    col = im2col(xc, 3, 2, 2, 1, 1, -1, 4, 4).reshape(2, 3, 2, 3, 4, 4)
+    padded = numpy.zeros((2, 3, 5 + 1 + 3, 6 + 5), numpy.float32)
+    padded[:, :, 1:6, :5] = xc[:, :, :, 1:]
+    for i in range(3):
+        for j in range(2):
+            numpy.testing.assert_array_equal(
+                col[:, i, j], padded[:, :, i:i + 7:2, j:j + 4])
+
+
+# --- batch normalization ---------------------------------------------------
+
+BN_SHAPES = [(2, 3, 5, 4), (1, 7, 3, 3), (4, 19, 1, 1), (3, 300, 2, 3)]
+
+
+@pytest.mark.parametrize('shape', BN_SHAPES)
+@pytest.mark.parametrize('layout', ['nchw', 'channel-major', 'strided'])
+def test_batch_normalization_matches_chainer(shape, layout):
+    rng = numpy.random.RandomState(6)
+    x = _layout((rng.standard_normal(shape) * 3 + 1).astype(numpy.float32),
+                layout)
+    gamma = (rng.rand(shape[1]) + 0.5).astype(numpy.float32)
+    beta = rng.standard_normal(shape[1]).astype(numpy.float32)
+    results = []
+    for f in (F.batch_normalization, functions.batch_normalization):
+        stats = [numpy.zeros(shape[1], numpy.float32),
+                 numpy.ones(shape[1], numpy.float32)]
+        out, y = _run(lambda *a: f(*a, eps=2e-5, running_mean=stats[0],
+                                   running_var=stats[1], decay=0.7),
+                      [x, gamma, beta])
+        results.append(out + stats)
+    assert isinstance(y.creator._impl, ChannelMajorBatchNormalizationImpl)
+    assert _is_channel_major(y.array)
+    _assert_same(*results, atol=1e-4, rtol=1e-3)
+
+
+def test_batch_normalization_gradient_check_and_double_backward():
+    rng = numpy.random.RandomState(7)
+    x = rng.standard_normal((3, 4, 2, 3))
+    gamma = rng.rand(4) + 0.5
+    beta = rng.standard_normal(4)
+    gy = rng.standard_normal(x.shape)
+    gradient_check.check_backward(
+        functions.batch_normalization, (x, gamma, beta), gy,
+        dtype=numpy.float64, atol=1e-6, rtol=1e-5)
+    # The gradient node is Chainer's, so second derivatives work as well.
+    ggx = rng.standard_normal(x.shape)
+    gradient_check.check_double_backward(
+        functions.batch_normalization, (x, gamma, beta), gy,
+        (ggx, rng.standard_normal(4), rng.standard_normal(4)),
+        dtype=numpy.float64, atol=1e-5, rtol=1e-4)
+
+
+def test_batch_normalization_other_ranks_use_chainer():
+    rng = numpy.random.RandomState(8)
+    x = rng.standard_normal((5, 3)).astype(numpy.float32)
+    gamma, beta = numpy.ones(3, numpy.float32), numpy.zeros(3, numpy.float32)
+    y = functions.batch_normalization(x, gamma, beta)
+    assert not isinstance(y.creator._impl, ChannelMajorBatchNormalizationImpl)
+    numpy.testing.assert_allclose(
+        y.array, F.batch_normalization(x, gamma, beta).array, **TOL32)
+
+
+def test_batch_normalization_link_is_chainers():
+    rng = numpy.random.RandomState(9)
+    x = rng.standard_normal((4, 3, 5, 5)).astype(numpy.float32)
+    ours, theirs = functions.BatchNormalization(3), L.BatchNormalization(3)
+    assert [n for n, _ in ours.namedparams()] == [
+        n for n, _ in theirs.namedparams()]
+    assert ours._persistent == theirs._persistent
+    for _ in range(2):
+        numpy.testing.assert_allclose(ours(x).array, theirs(x).array,
+                                      **TOL32)
+    numpy.testing.assert_allclose(ours.avg_mean, theirs.avg_mean, **TOL32)
+    numpy.testing.assert_allclose(ours.avg_var, theirs.avg_var, **TOL32)
+    with chainer.using_config('train', False):
+        numpy.testing.assert_allclose(ours(x).array, theirs(x).array,
+                                      **TOL32)
+
+
+# --- max pooling, ReLU -----------------------------------------------------
+
+@pytest.mark.parametrize('shape,k,stride,pad,cover_all', [
+    ((2, 3, 9, 9), 3, 2, 0, True),    # the model's stem pooling
+    ((2, 3, 9, 9), 3, 2, 1, False),
+    ((1, 4, 8, 7), 2, None, 0, True),
+    ((2, 2, 7, 7), 3, 1, 1, True),
+    ((2, 3, 11, 10), 3, 2, 1, True),
+])
+@pytest.mark.parametrize('layout', ['nchw', 'channel-major'])
+def test_max_pooling_matches_chainer(shape, k, stride, pad, cover_all,
+                                     layout):
+    rng = numpy.random.RandomState(10)
+    x = rng.standard_normal(shape).astype(numpy.float32)
+    x[0, 0, :3, :3] = 1.0  # ties: the first maximum gets the gradient
+    x = _layout(x, layout)
+    expected, _ = _run(lambda a: F.max_pooling_2d(a, k, stride, pad,
+                                                  cover_all), [x])
+    actual, y = _run(lambda a: functions.max_pooling_2d(a, k, stride, pad,
+                                                        cover_all), [x])
+    assert isinstance(y.creator, MaxPooling2D)
+    assert _is_channel_major(y.array)
+    _assert_same(expected, actual, atol=0, rtol=0)
+
+
+def test_max_pooling_gradient_check():
+    x = numpy.random.RandomState(11).permutation(2 * 2 * 7 * 6).reshape(
+        2, 2, 7, 6).astype(numpy.float64)
+    gy = numpy.random.RandomState(12).standard_normal((2, 2, 4, 3))
+    gradient_check.check_backward(
+        lambda a: functions.max_pooling_2d(a, 3, 2, 1, False), x, gy,
+        dtype=numpy.float64, eps=1e-3, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize('shape', [(2, 3, 5, 4), (3, 70001), (4, 64, 9, 9)])
+@pytest.mark.parametrize('layout', ['same', 'mixed'])
+def test_relu_and_add_relu_match_chainer(shape, layout):
+    rng = numpy.random.RandomState(13)
+    a = rng.standard_normal(shape).astype(numpy.float32)
+    b = rng.standard_normal(shape).astype(numpy.float32)
+    if len(shape) == 4:
+        a = _layout(a, 'channel-major')
+        b = _layout(b, 'channel-major' if layout == 'same' else 'strided')
+    expected, _ = _run(lambda u: F.relu(u), [a])
+    actual, y = _run(functions.relu, [a])
+    assert isinstance(y.creator, ReLU)
+    assert y.array.strides == a.strides
+    _assert_same(expected, actual, atol=0, rtol=0)
+    expected, _ = _run(lambda u, v: F.relu(u + v), [a, b])
+    actual, y = _run(functions.add_relu, [a, b])
+    assert isinstance(y.creator, ReLU)
+    _assert_same(expected, actual, atol=0, rtol=0)
+
+
+# --- links, model, runtime -------------------------------------------------
+
+def test_convolution_link_is_a_drop_in(tmp_path):
+    rng = numpy.random.RandomState(14)
+    x = rng.standard_normal((2, 3, 6, 6)).astype(numpy.float32)
+    theirs = L.Convolution2D(3, 4, 3, 1, 1)
+    chainer.serializers.save_npz(str(tmp_path / 'conv.npz'), theirs)
+    ours = functions.Convolution2D(3, 4, 3, 1, 1)
+    chainer.serializers.load_npz(str(tmp_path / 'conv.npz'), ours)
+    assert isinstance(ours, L.Convolution2D)
+    assert [(n, p.shape) for n, p in ours.namedparams()] == [
+        (n, p.shape) for n, p in theirs.namedparams()]
+    numpy.testing.assert_allclose(ours(x).array, theirs(x).array, **TOL32)
+    lazy = functions.Convolution2D(None, 4, 3)
+    assert lazy(x).shape == (2, 4, 4, 4) and lazy.W.shape == (4, 3, 3, 3)
+
+
+def test_resnet50_step_matches_chainer_functions():
+    # In float64: a freshly initialized ResNet-50 at this size amplifies
+    # float32 rounding to a few percent in either implementation.
+    with chainer.using_config('dtype', numpy.float64):
+        model = ResNet50(n_class=10)
+    rng = numpy.random.RandomState(15)
+    x = rng.standard_normal((2, 3, 40, 40))
+    t = numpy.array([1, 7], numpy.int32)
+    results = []
+    for fast in (True, False):
+        model.cleargrads()
+        with chainer.using_config('cpu_fast_paths', fast):
+            loss = F.softmax_cross_entropy(model(x), t)
+            loss.backward()
+        results.append([loss.array] + [p.grad.copy() for _, p in sorted(
+            model.namedparams())])
+    for fast, stock in zip(*results):
+        numpy.testing.assert_allclose(
+            fast, stock, rtol=1e-7, atol=1e-9 * numpy.abs(stock).max())
+
+
+def test_configure_keeps_buffers_and_is_idempotent():
+    code = ('from functions import cpu_runtime; '
+            's = cpu_runtime.configure(); '
+            'assert s is cpu_runtime.configure(); '
+            'assert s["M_MMAP_THRESHOLD"] >= 32 << 20, s; print("ok")')
+    out = subprocess.run([sys.executable, '-c', code], cwd=REPO,
+                         capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, PYTHONPATH=REPO))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == 'ok'
+
+
+def test_parallel_for_covers_the_range_once(monkeypatch):
+    monkeypatch.setenv('OMP_NUM_THREADS', '3')
+    assert cpu_runtime.num_threads() == 3
+    hits = numpy.zeros(10, int)
+
+    def mark(lo, hi):
+        hits[lo:hi] += 1
+    cpu_runtime.parallel_for(mark, 10)
+    assert (hits == 1).all()
+    cpu_runtime.parallel_for(mark, 1)
+    assert hits[0] == 2
+
+    def fail(lo, hi):
+        if lo > 0:
+            raise RuntimeError('block {}'.format(lo))
+    with pytest.raises(RuntimeError, match='block'):
+        cpu_runtime.parallel_for(fail, 10)
+    monkeypatch.setenv('OMP_NUM_THREADS', 'two')
+    with pytest.raises(ValueError, match='OMP_NUM_THREADS'):
+        cpu_runtime.num_threads()
+
+
+def test_channel_major_is_a_view_when_it_can_be():
+    x = _layout(numpy.ones((2, 3, 4, 5), numpy.float32), 'channel-major')
+    assert numpy.shares_memory(channel_major(x), x)
+    y = numpy.ones((2, 3, 4, 5), numpy.float32)
+    assert channel_major(y).flags.c_contiguous
+    assert not numpy.shares_memory(channel_major(y), y)
