@@ -64,7 +64,7 @@ def parse_args(argv=None):
     parser.add_argument('--val_batchsize', '-b', type=int, default=250,
                         help='validation minibatch size per worker')
     parser.add_argument('--epoch', '-E', type=int,
-                        help='epochs to train (default 90; 5 with --demo)')
+                        help='epochs to train (default 90; 3 with --demo)')
     parser.add_argument('--iterations', type=int,
                         help='stop after this many iterations instead')
     parser.add_argument('--crop-size', type=int,
@@ -146,7 +146,7 @@ def _resolve_defaults(parser, args):
     elif args.val is None:
         parser.error('the validation set is required with a training set')
     if args.epoch is None:
-        args.epoch = 5 if args.demo else 90
+        args.epoch = 3 if args.demo else 90
     recipes.resolve(args, parser)
     if args.crop_size is None:
         args.crop_size = demo.CROP_SIZE if args.demo else 224
@@ -290,8 +290,9 @@ def snapshot_trigger(args):
 def run_configuration(args, comm, n_class):
     """What a snapshot must share with the run that resumes from it."""
     return snapshots.RunConfiguration(
-        arch=args.arch, width=args.width, n_class=n_class, workers=comm.size,
-        batchsize=args.batchsize, accumulate=args.accumulate, seed=args.seed)
+        arch=args.arch, width=args.width, n_class=n_class,
+        bn_stats=args.bn_stats, workers=comm.size, batchsize=args.batchsize,
+        accumulate=args.accumulate, seed=args.seed)
 
 
 def build_trainer(args, comm, device, model, optimizer, train_iter, val_iter,

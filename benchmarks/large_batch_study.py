@@ -160,13 +160,17 @@ def mpi_command(args):
     return cmd + [sys.executable, TRAINER] + args
 
 
-def validation_curve(run_dir, total, plan):
-    """``[(epoch, top-1), ...]`` from a run's ``log``."""
+def read_log(run_dir):
+    """The entries of a run's ``log`` (none before its first)."""
     path = os.path.join(run_dir, 'log')
     if not os.path.exists(path):
         return []
     with open(path) as f:
-        entries = json.load(f)
+        return json.load(f)
+
+
+def validation_curve(entries, total, plan):
+    """``[(epoch, top-1), ...]`` from a run's log entries."""
     return [(entry['iteration'] * total / plan.n_train,
              entry['validation/main/accuracy'])
             for entry in entries if 'validation/main/accuracy' in entry]
@@ -191,7 +195,8 @@ def run_one(config, seed, plan, train, val, root):
         status = subprocess.call(mpi_command(args), cwd=REPO, env=env,
                                  stdout=out, stderr=subprocess.STDOUT)
     wall = time.time() - start
-    curve = validation_curve(run_dir, total, plan)
+    entries = read_log(run_dir)
+    curve = validation_curve(entries, total, plan)
     final_epoch = plan.epochs
     if status == DIVERGED:
         top1 = None
@@ -207,7 +212,9 @@ def run_one(config, seed, plan, train, val, root):
         top1 = curve[-1][1]
     result = dict(config=config.name, seed=seed, total_minibatch=total,
                   top1=top1, diverged=status == DIVERGED, curve=curve,
-                  wall_s=wall, finished=time.time())
+                  wall_s=wall, finished=time.time(),
+                  # the trainer's own clock, which a resumed run continues
+                  train_s=entries[-1]['elapsed_time'] if entries else wall)
     with open(result_path + '.tmp', 'w') as f:
         json.dump(result, f, indent=1)
     os.replace(result_path + '.tmp', result_path)
@@ -233,13 +240,13 @@ def check_plan(root, plan):
         json.dump(plan._asdict(), f, indent=1)
 
 
-def run_study(root, plan, jobs, idx_dir):
-    """All runs, seeds in the outer loop (so that an early stop leaves
-    whole configurations), ``jobs`` at a time; their results."""
+def run_study(root, plan, jobs, idx_dir, configs=CONFIGS):
+    """All runs of ``configs``, seeds in the outer loop (so that an early
+    stop leaves whole configurations), ``jobs`` at a time; their results."""
     check_plan(root, plan)
     train, val = prepare_data(root, idx_dir, plan)
     runs = [(config, seed) for seed in range(plan.seeds)
-            for config in CONFIGS]
+            for config in configs]
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
         futures = [pool.submit(run_one, config, seed, plan, train, val, root)
                    for config, seed in runs]
@@ -343,9 +350,9 @@ def write_report(plan, results, page, figure):
     """The results page: plan, table, plot, commands, machine, wall time."""
     rows = summarize(results)
     plot_curves(results, figure)
-    walls = [r['wall_s'] for r in results]
+    walls = [max(r['wall_s'], r.get('train_s', 0)) for r in results]
     span = (max(r['finished'] for r in results) -
-            min(r['finished'] - r['wall_s'] for r in results)
+            min(r['finished'] - w for r, w in zip(results, walls))
             if results else 0)
     commands = ['python train_imagenet.py ' + ' '.join(train_args(
         config, '$SEED', plan, 'OUT/data/train', 'OUT/data/val',
@@ -423,6 +430,10 @@ def parse_args(argv=None):
     parser.add_argument('--seeds', type=int,
                         help='seeds per configuration (default: {}; 1 with '
                              '--quick)'.format(FULL.seeds))
+    parser.add_argument('--configs', nargs='+',
+                        choices=[c.name for c in CONFIGS],
+                        default=[c.name for c in CONFIGS],
+                        help='configurations to run (default: all)')
     args = parser.parse_args(argv)
     for flag in ('jobs', 'epochs', 'seeds'):
         value = getattr(args, flag)
@@ -441,7 +452,8 @@ def main(argv=None):
     page = args.page or os.path.join(args.out, 'results.md')
     figure = args.figure or os.path.splitext(page)[0] + '.png'
     if not args.report_only:
-        run_study(args.out, plan, args.jobs, args.idx_dir)
+        run_study(args.out, plan, args.jobs, args.idx_dir,
+                  [c for c in CONFIGS if c.name in args.configs])
     rows = write_report(plan, load_results(args.out), page, figure)
     for row in rows:
         print('{:>20}  {:>6} +- {:>5}  ({} runs, {} diverged)'.format(

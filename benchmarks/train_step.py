@@ -12,14 +12,16 @@ median images/s over ``rounds x steps`` timed steps after a warm-up step,
 the convolution and linear FLOPs per image (forward, and the two backward
 GEMMs; none for the input image's gradient) and the fraction of the GEMM
 peak, measured in the same run as the median GFLOP/s of a 2048^3 NumPy
-matmul. ``--stock`` also times the same model with the fast paths of
-:mod:`functions` off (Chainer's own CPU functions). If PyTorch is
-importable it times the same network written in PyTorch (eager, momentum
-SGD with weight decay) and prints the ratio. Rounds alternate the
-implementations so that machine noise hits all of them alike; the spread of
-the per-round ratios is printed too. ``--transform`` also prints the
-per-core images/s of the training transform (Pillow decode, resize, random
-crop, flip, mean subtraction) on a synthetic ImageNet-sized JPEG.
+matmul; the best step's images/s, the least disturbed by other processes
+on a shared machine, comes with it. ``--stock`` also times the same model
+with the fast paths of :mod:`functions` off (Chainer's own CPU functions).
+If PyTorch is importable it times the same network written in PyTorch
+(eager, momentum SGD with weight decay) and prints the ratio. Rounds
+alternate the implementations so that machine noise hits all of them
+alike; the spread of the per-round ratios is printed too. ``--transform``
+also prints the per-core images/s of the training transform (Pillow
+decode, resize, random crop, flip, mean subtraction) on a synthetic
+ImageNet-sized JPEG.
 """
 import argparse
 import os
@@ -43,10 +45,11 @@ except ImportError:  # PyTorch is optional: only the comparison needs it
     torch = None
 
 PEAK_N = 2048
+TRANSFORM_REPEATS = 200
 
 
 def gemm_peak(repeats=5):
-    """Median GFLOP/s of a PEAK_N^3 float32 NumPy matmul."""
+    """Median GFLOP/s of a float32 NumPy matmul of PEAK_N^3."""
     a = numpy.random.RandomState(0).rand(PEAK_N, PEAK_N).astype(
         numpy.float32)
     a.dot(a)
@@ -197,29 +200,34 @@ def benchmark(size, args):
           '{4:.2f} GFLOP per image'.format(
               size, args.batchsize, cpu_runtime.num_threads(), peak,
               flops / 1e9))
-    rate, round_rates = {}, {}
+    rate, round_rates, best = {}, {}, {}
     for name, rounds in times.items():
         per_step = [t for r in rounds for t in r]
         rate[name] = args.batchsize / numpy.median(per_step)
         round_rates[name] = [args.batchsize / numpy.median(r) for r in rounds]
-        print('  {:<14} {:7.2f} images/s  (steps {:.2f}..{:.2f} s) '
-              '{:6.1f} GFLOP/s = {:4.0%} of peak'.format(
-                  name, rate[name], min(per_step), max(per_step),
-                  rate[name] * flops / 1e9, rate[name] * flops / 1e9 / peak))
+        best[name] = args.batchsize / min(per_step)
+        print('  {:<14} {:7.2f} images/s  {:6.1f} GFLOP/s = {:4.0%} of peak '
+              '(best step {:.2f} images/s, steps {:.2f}..{:.2f} s)'.format(
+                  name, rate[name], rate[name] * flops / 1e9,
+                  rate[name] * flops / 1e9 / peak, best[name],
+                  min(per_step), max(per_step)))
     for other in ('pytorch', 'chainer-stock'):
         if other in rate:
             per_round = [a / b for a, b in zip(round_rates['chainer'],
                                                round_rates[other])]
-            print('  chainer / {:<13} {:5.2f}  (per round {})'.format(
-                other, rate['chainer'] / rate[other],
-                ' '.join('{:.2f}'.format(r) for r in per_round)))
+            print('  chainer / {:<13} {:5.2f}  (per round {}; best steps '
+                  '{:.2f})'.format(
+                      other, rate['chainer'] / rate[other],
+                      ' '.join('{:.2f}'.format(r) for r in per_round),
+                      best['chainer'] / best[other]))
 
 
-def transform_rate(crop_size, n=200):
+def transform_rate(crop_size, n):
     """Per-core images/s of the training transform on an ImageNet-like JPEG.
 
     The image is a synthetic 500x375 photo-like JPEG (ImageNet's typical
-    size, quality 90); prints decode+resize and normalization times too.
+    size, quality 90), timed in process CPU time over ``n`` calls; prints
+    the decode+resize and normalization times too.
     """
     rng = numpy.random.default_rng(0)
     yy, xx = numpy.mgrid[0:375, 0:500]
@@ -291,7 +299,7 @@ def main(argv=None):
     for size in args.sizes:
         benchmark(size, args)
     if args.transform:
-        transform_rate(max(args.sizes))
+        transform_rate(max(args.sizes), TRANSFORM_REPEATS)
 
 
 if __name__ == '__main__':

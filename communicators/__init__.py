@@ -6,5 +6,8 @@ first; the communicator classes are imported from their own modules.
 """
 from communicators.factory import create_communicator  # NOQA
 from communicators.factory import NAMES  # NOQA
+from communicators.half_conversion import add_half  # NOQA
+from communicators.half_conversion import to_float  # NOQA
+from communicators.half_conversion import to_half  # NOQA
 from communicators.non_finite import NonFiniteGradientError  # NOQA
 from communicators.ring_allreduce import HalfPrecisionRingAllreduce  # NOQA

@@ -4,11 +4,16 @@ import numpy
 from chainermn.communicators.naive_communicator import NaiveCommunicator
 
 from communicators.gradients import named_gradients
+from communicators.half_conversion import to_float
 from communicators.non_finite import NonFiniteGradientError
 from communicators.ring_allreduce import HalfPrecisionRingAllreduce
 
-# A float16 is inf or NaN exactly when its five exponent bits are all ones.
-_FP16_EXPONENT = numpy.uint16(0x7c00)
+# A float16 is inf or NaN exactly when its magnitude bits reach 0x7c00:
+# read as int16 the positive ones are the largest words, read as uint16 the
+# negative ones (from 0xfc00 on).
+_FP16_MAGNITUDE = numpy.uint16(0x7fff)
+_FP16_INF = numpy.uint16(0x7c00)
+_FP16_MINUS_INF = numpy.uint16(0xfc00)
 
 
 class MpiFp16Communicator(NaiveCommunicator):
@@ -52,13 +57,16 @@ class MpiFp16Communicator(NaiveCommunicator):
                            out=packed[offset:offset + g.size].reshape(g.shape))
             offset += g.size
         mean = self.ring(packed)
-        bad = (mean.view(numpy.uint16) & _FP16_EXPONENT) == _FP16_EXPONENT
-        count = int(numpy.count_nonzero(bad))
-        if count:
+        # Two vectorized maxima of the 16-bit words (NumPy's float16
+        # isfinite is scalar); the mask is built only when one is non-finite.
+        bits = mean.view(numpy.uint16)
+        if n and (bits.view(numpy.int16).max() >= _FP16_INF
+                  or bits.max() >= _FP16_MINUS_INF):
+            bad = (bits & _FP16_MAGNITUDE) >= _FP16_INF
             raise NonFiniteGradientError.at(
-                count, int(numpy.argmax(bad)), named)
+                int(numpy.count_nonzero(bad)), int(numpy.argmax(bad)), named)
         offset = 0
         for _, param in named:
             g = param.grad
-            numpy.copyto(g, mean[offset:offset + g.size].reshape(g.shape))
+            to_float(mean[offset:offset + g.size].reshape(g.shape), g)
             offset += g.size

@@ -6,9 +6,13 @@ float16: a ring reduce-scatter followed by a ring all-gather (Patarasuk &
 Yuan, 2009) over ``p`` ranks sends ``2 (p - 1) / p * n`` float16 values per
 rank, accumulates every partial sum in float32, and rounds it to float16
 only to send it. The rank that completes a chunk rounds its total the same
-way before sending it on, so every rank ends with the same bits.
+way before sending it on, so every rank ends with the same bits. The
+conversions are ``communicators.half_conversion``'s (F16C where built).
 """
 import numpy
+
+from communicators.half_conversion import add_half
+from communicators.half_conversion import to_half
 
 
 class HalfPrecisionRingAllreduce(object):
@@ -53,14 +57,14 @@ class HalfPrecisionRingAllreduce(object):
         with numpy.errstate(over='ignore', invalid='ignore'):
             # Reduce-scatter: after step s, chunk (r - s - 1) % p holds the
             # sum of s + 2 ranks; after p - 1 steps rank r owns chunk r + 1.
-            wire[chunks[r]] = x[chunks[r]]
+            to_half(x[chunks[r]], wire[chunks[r]])
             for s in range(p - 1):
                 sent, got = chunks[(r - s) % p], chunks[(r - s - 1) % p]
                 acc = x[got]
                 recv = self._recv[:acc.size]
                 self._sendrecv(wire[sent], recv)
-                numpy.add(acc, recv, out=acc)
-                wire[got] = acc
+                add_half(acc, recv)
+                to_half(acc, wire[got])
             # All-gather of the owned chunks, float16 end to end.
             for s in range(p - 1):
                 self._sendrecv(wire[chunks[(r + 1 - s) % p]],

@@ -20,7 +20,6 @@ statistics, the double-backward and every other device keep Chainer's code.
 """
 import numpy
 
-import chainer
 from chainer.functions.normalization import batch_normalization as _bn
 from chainer.utils import argument
 

@@ -89,10 +89,7 @@ class Convolution2DFunction(function_node.FunctionNode):
 
     def backward(self, indexes, grad_outputs):
         W, = self.get_retained_inputs()
-        grad = Convolution2DGrad(self, indexes)
-        outputs = grad.apply((W, grad_outputs[0]))
-        del self.col
-        return outputs
+        return Convolution2DGrad(self, indexes).apply((W, grad_outputs[0]))
 
 
 class Convolution2DGrad(function_node.FunctionNode):

@@ -1,12 +1,17 @@
-"""Process-wide CPU runtime settings for training with NumPy arrays.
+"""How the CPU fast paths run: allocator settings, threads, the on switch.
 
-A training step allocates and frees hundreds of activation buffers of up to a
-few hundred MB. glibc serves blocks above ``M_MMAP_THRESHOLD`` with a fresh
-``mmap`` and returns them with ``munmap`` on free, and it trims the heap top
-above ``M_TRIM_THRESHOLD``: every step then page-faults its whole working set
-in again (the kernel zeroes each page), which costs 20-50% of a ResNet-50
-step. Raising both thresholds keeps freed buffers in the heap so that the
-next step reuses them.
+Allocator. A training step allocates and frees hundreds of activation
+buffers of up to a few hundred MB. glibc serves blocks above
+``M_MMAP_THRESHOLD`` with a fresh ``mmap`` and returns them with ``munmap``
+on free; its dynamic threshold stops growing at 32 MB, so at 224 px and
+batch 32 (activations of 25-400 MB) every step page-faults most of its
+working set in again, the kernel zeroing each page. Raising the mmap and
+trim thresholds (:func:`configure`) keeps freed buffers in the heap so that
+the next step reuses them.
+
+Threads. NumPy's element-wise loops are single-threaded but release the
+GIL, so :func:`parallel_for` and :func:`parallel_blocks` run blocks of
+whole channels on as many threads as BLAS uses (:func:`num_threads`).
 """
 import concurrent.futures
 import ctypes

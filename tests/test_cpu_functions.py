@@ -171,7 +171,8 @@ BN_SHAPES = [(2, 3, 5, 4), (1, 7, 3, 3), (4, 19, 1, 1), (3, 300, 2, 3)]
 
 @pytest.mark.parametrize('shape', BN_SHAPES)
 @pytest.mark.parametrize('layout', ['nchw', 'channel-major', 'strided'])
-def test_batch_normalization_matches_chainer(shape, layout):
+@pytest.mark.parametrize('decay', [0.7, 0.0])
+def test_batch_normalization_matches_chainer(shape, layout, decay):
     rng = numpy.random.RandomState(6)
     x = _layout((rng.standard_normal(shape) * 3 + 1).astype(numpy.float32),
                 layout)
@@ -182,7 +183,7 @@ def test_batch_normalization_matches_chainer(shape, layout):
         stats = [numpy.zeros(shape[1], numpy.float32),
                  numpy.ones(shape[1], numpy.float32)]
         out, y = _run(lambda *a: f(*a, eps=2e-5, running_mean=stats[0],
-                                   running_var=stats[1], decay=0.7),
+                                   running_var=stats[1], decay=decay),
                       [x, gamma, beta])
         results.append(out + stats)
     assert isinstance(y.creator._impl, ChannelMajorBatchNormalizationImpl)
@@ -366,3 +367,16 @@ def test_channel_major_is_a_view_when_it_can_be():
     y = numpy.ones((2, 3, 4, 5), numpy.float32)
     assert channel_major(y).flags.c_contiguous
     assert not numpy.shares_memory(channel_major(y), y)
+
+
+def test_train_step_benchmark_runs(capsys, monkeypatch):
+    from benchmarks import train_step
+    monkeypatch.setattr(train_step, 'PEAK_N', 256)
+    monkeypatch.setattr(train_step, 'TRANSFORM_REPEATS', 5)
+    train_step.main(['--sizes', '32', '--batchsize', '2', '--steps', '1',
+                     '--rounds', '1', '--stock', '--no-torch',
+                     '--transform'])
+    out = capsys.readouterr().out
+    assert 'GEMM peak' in out and 'of peak' in out
+    assert 'chainer / chainer-stock' in out
+    assert 'training transform, 32 px crop' in out

@@ -137,7 +137,7 @@ def test_extension_syncs_before_evaluation_snapshot_and_end(mpirun,
 def test_train_imagenet_snapshot_holds_synced_statistics(mpirun, tmp_path):
     proc = mpirun(2, ['tests/mpi_scripts/bn_train_imagenet.py',
                       str(tmp_path / 'out'), '--demo', '--test',
-                      '--iterations', '2', '--loaderjob', '0',
+                      '--iterations', '1', '--loaderjob', '0',
                       '--batchsize', '4', '--accumulate', '2',
                       '--val_batchsize', '16', '--bn-variance', 'union'])
     # PrintReport's terminal codes may precede a line: count substrings.

@@ -171,7 +171,9 @@ def test_resume_with_another_setting_is_refused(demo_snapshot):
         before = f.read()
     for flags, key in ((['--n-class', '12'], 'n_class = 10'),
                        (['--batchsize', '8'], 'batchsize = 4'),
-                       (['--accumulate', '2'], 'accumulate = 1')):
+                       (['--accumulate', '2'], 'accumulate = 1'),
+                       (['--bn-stats', 'moving-average'],
+                        'bn_stats = final-batch')):
         args = SMALL + ['--iterations', '2', '--resume', demo_snapshot,
                         '--out', os.path.dirname(demo_snapshot)] + flags
         msg = one_line_error(args)
