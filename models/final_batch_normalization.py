@@ -30,6 +30,8 @@ from chainer import configuration
 import chainer.functions as F
 from chainer import variable
 
+import functions
+
 VARIANCES = ('mean', 'union')
 
 
@@ -100,9 +102,9 @@ class FinalBatchNormalization(chainer.Link):
         with chainer.using_device(self.device):
             mean = xp.zeros_like(self.batch_mean)
             var = xp.zeros_like(self.batch_var)
-        y = F.batch_normalization(x, self.gamma, self.beta, eps=self.eps,
-                                  running_mean=mean, running_var=var,
-                                  decay=0.)
+        y = functions.batch_normalization(
+            x, self.gamma, self.beta, eps=self.eps, running_mean=mean,
+            running_var=var, decay=0.)
         if not configuration.config.in_recomputing:
             m = x.size // self.gamma.size
             var *= max(m - 1., 1.) / m  # undo the unbiased correction
