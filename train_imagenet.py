@@ -75,8 +75,8 @@ def parse_args(argv=None):
                         help='square side images are resized to before '
                              'cropping (default crop-size x 256 / 224)')
     parser.add_argument('--mean', '-m',
-                        help='mean file (.npy of shape (3,) or '
-                             '(3, resize, resize)); default: ImageNet RGB mean')
+                        help='mean file (.npy of shape (3,) or (3, resize, '
+                             'resize)); default: ImageNet RGB mean')
     parser.add_argument('--loaderjob', '-j', type=int, default=2,
                         help='image loading processes per worker '
                              '(0: load in the training process)')
@@ -280,6 +280,15 @@ def interval_trigger(args, epochs):
     return chainer.training.triggers.IntervalTrigger(epochs, 'epoch')
 
 
+def log_trigger(args):
+    """Every --log-interval iterations and at every validation, so that the
+    last validation of a run is logged too (a new trigger per extension:
+    triggers keep state)."""
+    every = (args.log_interval, 'iteration')
+    return extensions.AnyOfTriggers(
+        [every, interval_trigger(args, args.val_interval)])
+
+
 def snapshot_trigger(args):
     """Every --snapshot-interval epochs and every --snapshot-iterations."""
     triggers = [interval_trigger(args, args.snapshot_interval)]
@@ -303,7 +312,6 @@ def build_trainer(args, comm, device, model, optimizer, train_iter, val_iter,
         micro_batches=args.accumulate, on_non_finite=args.on_non_finite)
     trainer = training.Trainer(updater, stop_trigger(args), out=args.out)
     val_trigger = interval_trigger(args, args.val_interval)
-    log_trigger = (args.log_interval, 'iteration')
     trainer.extend(config, name='run_configuration')
     trainer.extend(extensions.DistributedEvaluator(
         val_iter, model.predictor, comm, datasets.SkippingConverter(),
@@ -317,20 +325,20 @@ def build_trainer(args, comm, device, model, optimizer, train_iter, val_iter,
     if comm.rank == 0:
         trainer.extend(snapshots.snapshot(args.keep_snapshots),
                        trigger=snapshot_trigger(args))
-        trainer.extend(chainer_extensions.LogReport(trigger=log_trigger))
+        trainer.extend(chainer_extensions.LogReport(trigger=log_trigger(args)))
         trainer.extend(chainer_extensions.PrintReport(
             ['epoch', 'iteration', 'main/loss', 'validation/main/loss',
              'main/accuracy', 'validation/main/accuracy',
              'validation/main/top5'] + scheduled + ['images/s',
                                                     'elapsed_time']),
-            trigger=log_trigger)
+            trigger=log_trigger(args))
         for name, keys in (
                 ('loss', ['main/loss', 'validation/main/loss']),
                 ('accuracy', ['main/accuracy', 'validation/main/accuracy',
                               'validation/main/top5']),
                 *((key, [key]) for key in scheduled)):
             trainer.extend(chainer_extensions.PlotReport(
-                keys, 'epoch', trigger=log_trigger,
+                keys, 'epoch', trigger=log_trigger(args),
                 filename=name + '.png'))
         if sys.stdout.isatty():
             trainer.extend(chainer_extensions.ProgressBar())
