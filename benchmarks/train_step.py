@@ -7,7 +7,11 @@
 
 A step is the project's: forward, softmax cross-entropy, backward and the
 recipe's optimizer update (``--recipe``, RMSprop warm-up by default, with
-weight decay), fp32, on random data. For every input size it prints the
+weight decay), fp32, on random data, with the learning rate at 0: the
+step does all of its arithmetic, but the parameters keep their initial
+values, so every timed step sees the same numbers (training on one fixed
+batch drives the logits apart within a few steps, and the denormal softmax
+probabilities that follow slow OpenBLAS's GEMMs 10-30x). For every input size it prints the
 median images/s over ``rounds x steps`` timed steps after a warm-up step,
 the convolution and linear FLOPs per image (forward, and the two backward
 GEMMs; none for the input image's gradient) and the fraction of the GEMM
@@ -89,6 +93,7 @@ def chainer_step(size, batchsize, args):
     """A closure running one training step, and its FLOPs per image."""
     model = models.ResNet50()
     optimizer = recipes.create_optimizer(args, batchsize)
+    optimizer.lr = 0
     optimizer.setup(model)
     recipes.add_hooks(optimizer, args)
     rng = numpy.random.RandomState(1)
@@ -153,7 +158,7 @@ def torch_step(size, batchsize):
             return self.fc(self.blocks(h).mean((2, 3)))
 
     model = ResNet50()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9,
+    optimizer = torch.optim.SGD(model.parameters(), lr=0, momentum=0.9,
                                 weight_decay=1e-4)
     x = torch.randn(batchsize, 3, size, size)
     t = torch.randint(0, 1000, (batchsize,))

@@ -127,10 +127,31 @@ def parallel_blocks(fn, rows, row_bytes):
     ``range(rows)`` is split over the worker threads as in
     :func:`parallel_for`, and each thread walks its part in blocks of about
     ``BLOCK_BYTES``, so that passes over a block after the first hit cache.
+    Work of one block runs on the calling thread alone.
     """
     size = max(1, BLOCK_BYTES // max(1, row_bytes))
+    if rows <= size:
+        fn(slice(0, rows))
+        return
 
     def run(lo, hi):
         for i in range(lo, hi, size):
             fn(slice(i, min(i + size, hi)))
     parallel_for(run, rows)
+
+
+def parallel_elementwise(fn, *arrays):
+    """Run ``fn(*blocks)`` over L2-sized blocks of same-size NumPy arrays.
+
+    ``fn`` gets 1-D views of the same block of every array and updates them
+    in place. When any array is not C-contiguous (no flat view exists), it
+    gets the whole arrays instead, on the calling thread.
+    """
+    if not all(a.flags.c_contiguous for a in arrays):
+        fn(*arrays)
+        return
+    flat = [a.reshape(-1) for a in arrays]
+
+    def run(block):
+        fn(*[a[block] for a in flat])
+    parallel_blocks(run, flat[0].size, max(a.itemsize for a in flat))

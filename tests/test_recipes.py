@@ -17,6 +17,7 @@ import pytest
 from extensions import schedules
 from optimizers import recipes
 from optimizers import RMSpropWarmup
+from optimizers.weight_decay import WeightDecay
 
 
 def make_parser():
@@ -318,3 +319,19 @@ def test_two_process_akiba2017_logs_the_scheduled_values(mpirun, tmp_path):
             assert entry[key] == pytest.approx(s[key](epoch), rel=1e-12), (
                 entry, key)
     assert log[1]['alpha_sgd'] > log[0]['alpha_sgd']
+
+
+@pytest.mark.parametrize('order', ['C', 'F'])
+def test_weight_decay_matches_chainer_hook_on_large_params(order):
+    """The blocked in-place decay adds ``rate * theta`` like Chainer's."""
+    theta = numpy.random.RandomState(4).randn(401, 733).astype(numpy.float32)
+    grads = {}
+    for name, hook in (('ours', WeightDecay(0.01)),
+                       ('chainer',
+                        chainer.optimizer_hooks.WeightDecay(0.01))):
+        param = chainer.Parameter(theta.copy())
+        param.grad = numpy.asarray(numpy.random.RandomState(5).randn(
+            *theta.shape).astype(numpy.float32), order=order)
+        hook(None, param)
+        grads[name] = param.grad
+    numpy.testing.assert_array_equal(grads['ours'], grads['chainer'])

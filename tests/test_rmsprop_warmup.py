@@ -186,3 +186,31 @@ def test_gpu_kernel_matches_cpu():
         results.append(chainer.backends.cuda.to_cpu(link.w.array))
     numpy.testing.assert_allclose(results[1], results[0], rtol=1e-5,
                                   atol=1e-6)
+
+
+@pytest.mark.parametrize('order', ['C', 'F'])
+def test_blocked_cpu_update_matches_equations_on_large_params(order):
+    """Many cache blocks on every thread, RMSprop term on and off; an
+    F-ordered gradient takes the whole-array path."""
+    shape = (317, 1009)
+    rng = numpy.random.RandomState(3)
+    theta = rng.randn(*shape)
+    link = chainer.Link()
+    with link.init_scope():
+        link.w = chainer.Parameter(theta.copy())
+    optimizer = RMSpropWarmup(mu1=0.9, mu2=0.99, eps=1e-8)
+    optimizer.setup(link)
+    m = numpy.zeros(shape)
+    delta = numpy.zeros(shape)
+    for lr, a_sgd, a_rms in ((0.5, 0.2, 0.05), (0.3, 1.0, 0.0),
+                             (0.1, 0.7, 0.01)):
+        g = numpy.asarray(rng.randn(*shape), order=order)
+        optimizer.lr, optimizer.alpha_sgd, optimizer.alpha_rmsprop = (
+            lr, a_sgd, a_rms)
+        link.w.grad = g.copy(order=order)
+        optimizer.update()
+        m = 0.99 * m + 0.01 * g * g
+        delta = 0.9 * delta - (a_sgd + a_rms / (numpy.sqrt(m) + 1e-8)) * g
+        theta = theta + lr * delta
+        numpy.testing.assert_allclose(link.w.array, theta, rtol=1e-12,
+                                      atol=1e-12)
