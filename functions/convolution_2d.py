@@ -13,6 +13,11 @@ slicing for stride > 1) and an im2col matrix written tap by tap otherwise.
 The backward pass is two more GEMMs: ``gW = gy @ col^T`` and ``gx`` as the
 stride-1 convolution of the (dilated) ``gy`` with the flipped, transposed
 kernel, so no col2im scatter is needed either.
+
+An im2col matrix is nine (or 49) times its input: at 224 px it is 0.2 GB
+per layer, so it is built a few images at a time (:data:`CHUNK_BYTES`) and
+each part is multiplied while it is still in cache; the backward pass
+builds it again instead of keeping it.
 """
 import numpy
 
@@ -29,14 +34,59 @@ from functions.channel_major import nchw
 from functions.channel_major import pair
 
 
+# Bytes of im2col columns built at a time (a few MB: they stay in cache
+# between being written and being read by the GEMM).
+CHUNK_BYTES = 8 << 20
+
+
+def _image_chunks(n, rows, pixels, itemsize, im2col_needed):
+    """``(n0, n1)`` ranges of images whose im2col columns fit a chunk."""
+    if not im2col_needed:
+        return [(0, n)]
+    step = max(1, CHUNK_BYTES // (rows * pixels * itemsize))
+    return [(i, min(n, i + step)) for i in range(0, n, step)]
+
+
+def _needs_im2col(kh, kw, ph, pw):
+    return not (kh == kw == 1 and ph == pw == 0)
+
+
 def _columns(xc, kh, kw, sy, sx, ph, pw, out_h, out_w):
     """The (C kh kw, N out_h out_w) GEMM operand of channel-major ``xc``."""
     c, n = xc.shape[:2]
-    if kh == kw == 1 and ph == pw == 0:
+    if not _needs_im2col(kh, kw, ph, pw):
         if sy != 1 or sx != 1:
             xc = xc[:, :, :(out_h - 1) * sy + 1:sy, :(out_w - 1) * sx + 1:sx]
         return numpy.ascontiguousarray(xc).reshape(c, n * out_h * out_w)
     return im2col(xc, kh, kw, sy, sx, ph, pw, out_h, out_w)
+
+
+def _convolve(Wm, xc, kh, kw, sy, sx, ph, pw, out_h, out_w):
+    """``Wm (O, C kh kw) @ col``: the (O, N out_h out_w) output, by chunks."""
+    c, n = xc.shape[:2]
+    pixels = out_h * out_w
+    y = numpy.empty((Wm.shape[0], n * pixels), xc.dtype)
+    for n0, n1 in _image_chunks(n, Wm.shape[1], pixels, xc.itemsize,
+                                _needs_im2col(kh, kw, ph, pw)):
+        col = _columns(xc[:, n0:n1], kh, kw, sy, sx, ph, pw, out_h, out_w)
+        numpy.matmul(Wm, col, out=y[:, n0 * pixels:n1 * pixels])
+    return y
+
+
+def _correlate(gy2, xc, kh, kw, sy, sx, ph, pw, out_h, out_w):
+    """``gy2 (O, N out_h out_w) @ col^T``: the weight gradient, by chunks."""
+    c, n = xc.shape[:2]
+    pixels = out_h * out_w
+    gW = None
+    for n0, n1 in _image_chunks(n, c * kh * kw, pixels, xc.itemsize,
+                                _needs_im2col(kh, kw, ph, pw)):
+        col = _columns(xc[:, n0:n1], kh, kw, sy, sx, ph, pw, out_h, out_w)
+        part = gy2[:, n0 * pixels:n1 * pixels].dot(col.T)
+        if gW is None:
+            gW = part
+        else:
+            gW += part
+    return gW
 
 
 class Convolution2DFunction(function_node.FunctionNode):
@@ -79,17 +129,17 @@ class Convolution2DFunction(function_node.FunctionNode):
             raise RuntimeError('Height and width in the output must be '
                                'positive, got {}x{}'.format(out_h, out_w))
         self.x_shape = x.shape
-        self.col = _columns(x.transpose(1, 0, 2, 3), kh, kw, self.sy,
-                            self.sx, self.ph, self.pw, out_h, out_w)
-        y = W.reshape(out_c, -1).dot(self.col)
+        y = _convolve(W.reshape(out_c, -1), x.transpose(1, 0, 2, 3), kh, kw,
+                      self.sy, self.sx, self.ph, self.pw, out_h, out_w)
         if len(inputs) == 3:
             y += inputs[2][:, None]
-        self.retain_inputs((1,))
+        self.retain_inputs((0, 1))
         return nchw(y.reshape(out_c, n, out_h, out_w)),
 
     def backward(self, indexes, grad_outputs):
-        W, = self.get_retained_inputs()
-        return Convolution2DGrad(self, indexes).apply((W, grad_outputs[0]))
+        x, W = self.get_retained_inputs()
+        return Convolution2DGrad(self, indexes).apply(
+            (x, W, grad_outputs[0]))
 
 
 class Convolution2DGrad(function_node.FunctionNode):
@@ -100,7 +150,7 @@ class Convolution2DGrad(function_node.FunctionNode):
         self.indexes = indexes
 
     def forward_cpu(self, inputs):
-        W, gy = inputs
+        x, W, gy = inputs
         f = self.conv2d
         out_c, in_c, kh, kw = W.shape
         n, _, h, w = f.x_shape
@@ -112,7 +162,9 @@ class Convolution2DGrad(function_node.FunctionNode):
                 grads.append(nchw(self._grad_x(W, gyc).reshape(
                     in_c, n, h, w)))
             elif i == 1:
-                grads.append(gy2.dot(f.col.T).reshape(W.shape))
+                grads.append(_correlate(
+                    gy2, x.transpose(1, 0, 2, 3), kh, kw, f.sy, f.sx, f.ph,
+                    f.pw, gyc.shape[2], gyc.shape[3]).reshape(W.shape))
             else:
                 grads.append(gy2.sum(axis=1))
         return tuple(grads)
@@ -137,9 +189,9 @@ class Convolution2DGrad(function_node.FunctionNode):
             dilated[:, :, :(out_h - 1) * f.sy + 1:f.sy,
                     :(out_w - 1) * f.sx + 1:f.sx] = gyc
             gyc = dilated
-        col = im2col(gyc, kh, kw, 1, 1, kh - 1 - f.ph, kw - 1 - f.pw, h, w)
         flipped = W[:, :, ::-1, ::-1].transpose(1, 0, 2, 3).reshape(in_c, -1)
-        return flipped.dot(col)
+        return _convolve(numpy.ascontiguousarray(flipped), gyc, kh, kw, 1, 1,
+                         kh - 1 - f.ph, kw - 1 - f.pw, h, w)
 
     def backward(self, indexes, grad_outputs):
         raise NotImplementedError(

@@ -1,4 +1,5 @@
 """CPU fast paths of ``functions`` against Chainer's own implementations."""
+import importlib
 import os
 import subprocess
 import sys
@@ -20,6 +21,8 @@ from functions.convolution_2d import Convolution2DFunction
 from functions.max_pooling_2d import MaxPooling2D
 from functions.relu import ReLU
 from models import ResNet50
+
+convolution_module = importlib.import_module('functions.convolution_2d')
 
 TOL32 = dict(atol=1e-4, rtol=1e-4)
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -76,7 +79,11 @@ CONV_CASES = [
 @pytest.mark.parametrize('case', CONV_CASES)
 @pytest.mark.parametrize('layout', ['nchw', 'channel-major', 'strided'])
 @pytest.mark.parametrize('bias', [False, True])
-def test_convolution_matches_chainer(case, layout, bias):
+@pytest.mark.parametrize('chunk_bytes', [None, 1])
+def test_convolution_matches_chainer(case, layout, bias, chunk_bytes,
+                                     monkeypatch):
+    if chunk_bytes is not None:  # one image per im2col chunk
+        monkeypatch.setattr(convolution_module, 'CHUNK_BYTES', chunk_bytes)
     n, c, h, w, out_c, k, stride, pad = case
     kh, kw = pair(k)
     rng = numpy.random.RandomState(0)
