@@ -7,25 +7,25 @@
 
 A step is the project's: forward, softmax cross-entropy, backward and the
 recipe's optimizer update (``--recipe``, RMSprop warm-up by default, with
-weight decay), fp32, on random data, with the learning rate at 0: the
-step does all of its arithmetic, but the parameters keep their initial
-values, so every timed step sees the same numbers (training on one fixed
-batch drives the logits apart within a few steps, and the denormal softmax
-probabilities that follow slow OpenBLAS's GEMMs 10-30x). For every input size it prints the
-median images/s over ``rounds x steps`` timed steps after a warm-up step,
-the convolution and linear FLOPs per image (forward, and the two backward
-GEMMs; none for the input image's gradient) and the fraction of the GEMM
-peak, measured in the same run as the median GFLOP/s of a 2048^3 NumPy
-matmul; the best step's images/s, the least disturbed by other processes
-on a shared machine, comes with it. ``--stock`` also times the same model
-with the fast paths of :mod:`functions` off (Chainer's own CPU functions).
-If PyTorch is importable it times the same network written in PyTorch
-(eager, momentum SGD with weight decay) and prints the ratio. Rounds
-alternate the implementations so that machine noise hits all of them
+weight decay), fp32, on random data, with the learning rate at 0: the step
+does all of its arithmetic, but the parameters keep their initial values,
+so every timed step sees the same numbers (training on one fixed batch
+drives the logits apart within a few steps, and the denormal softmax
+probabilities that follow slow OpenBLAS's GEMMs 10-30x). For every input
+size it prints the median images/s over ``rounds x steps`` timed steps
+after a warm-up step, the convolution and linear FLOPs per image (forward,
+and the two backward GEMMs; none for the input image's gradient) and the
+fraction of the GEMM peak, measured in the same run as the median GFLOP/s
+of a 2048^3 NumPy matmul; the best step's images/s, the least disturbed by
+other processes on a shared machine, comes with it. ``--stock`` also times
+the same model with the fast paths of :mod:`functions` off (Chainer's own
+CPU functions). If PyTorch is importable it times the same network written
+in PyTorch (eager, momentum SGD with weight decay) and prints the ratio.
+Rounds alternate the implementations so that machine noise hits all of them
 alike; the spread of the per-round ratios is printed too. ``--transform``
-also prints the per-core images/s of the training transform (Pillow
-decode, resize, random crop, flip, mean subtraction) on a synthetic
-ImageNet-sized JPEG.
+also prints the per-core images/s of the training transform (Pillow decode,
+resize, random crop, flip, mean subtraction) on a synthetic ImageNet-sized
+JPEG.
 """
 import argparse
 import os

@@ -16,8 +16,7 @@ _FP16_OF = {
 }
 
 
-def create_communicator(name='naive', allreduce_dtype='float32',
-                        mpi_comm=None):
+def create_communicator(name='naive', allreduce_dtype=None, mpi_comm=None):
     """A ChainerMN communicator by name.
 
     Args:
@@ -25,8 +24,9 @@ def create_communicator(name='naive', allreduce_dtype='float32',
             ``non_cuda_aware``, ``pure_nccl``, ``dummy``) or ``mpi_fp16``
             (CPU, MPI) or ``pure_nccl_fp16`` (GPU, NCCL).
         allreduce_dtype (str): ``'float16'`` turns ``naive`` into
-            ``mpi_fp16`` and ``pure_nccl`` into ``pure_nccl_fp16``; the two
-            float16 names all-reduce in float16 whatever it says.
+            ``mpi_fp16`` and ``pure_nccl`` into ``pure_nccl_fp16``;
+            ``'float32'`` with a float16 name is refused. ``None`` (the
+            default): what the name says.
         mpi_comm: mpi4py communicator; ``MPI.COMM_WORLD`` by default.
 
     Raises:
@@ -36,6 +36,8 @@ def create_communicator(name='naive', allreduce_dtype='float32',
     if name not in NAMES:
         raise ValueError('unknown communicator {!r}; expected one of: {}'
                          .format(name, ', '.join(NAMES)))
+    if allreduce_dtype is None:
+        allreduce_dtype = 'float16' if name in FP16_NAMES else 'float32'
     if allreduce_dtype not in ALLREDUCE_DTYPES:
         raise ValueError('unknown all-reduce dtype {!r}; expected one of: {}'
                          .format(allreduce_dtype, ', '.join(ALLREDUCE_DTYPES)))
@@ -45,6 +47,10 @@ def create_communicator(name='naive', allreduce_dtype='float32',
                 'communicator {!r} has no float16 all-reduce; float16 works '
                 'with: {}'.format(name, ', '.join(_FP16_OF)))
         name = _FP16_OF[name]
+    elif name in FP16_NAMES:
+        raise ValueError(
+            'communicator {!r} all-reduces in float16; for float32 use {}'
+            .format(name, 'naive' if name == 'mpi_fp16' else 'pure_nccl'))
     if mpi_comm is None:
         import mpi4py.MPI
         mpi_comm = mpi4py.MPI.COMM_WORLD

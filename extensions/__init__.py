@@ -1,6 +1,6 @@
 """Trainer extensions: evaluation, throughput, schedules, BN statistics."""
 from extensions.evaluator import DistributedEvaluator  # NOQA
-from extensions.final_batch_statistics import AnyOfTriggers  # NOQA
 from extensions.final_batch_statistics import SyncFinalBatchStatistics  # NOQA
 from extensions.hyperparameter_schedule import HyperparameterSchedule  # NOQA
 from extensions.throughput import Throughput  # NOQA
+from extensions.triggers import AnyOfTriggers  # NOQA

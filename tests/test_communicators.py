@@ -19,7 +19,9 @@ def test_mpi_fp16_mean_range_and_non_finite_check(mpirun, n_workers):
 @pytest.mark.parametrize('name,dtype,listed', [
     ('nccl', 'float32', 'pure_nccl_fp16'),
     ('flat', 'float16', 'mpi_fp16'),
-    ('naive', 'bfloat16', 'float16')])
+    ('naive', 'bfloat16', 'float16'),
+    ('mpi_fp16', 'float32', 'naive'),
+    ('pure_nccl_fp16', 'float32', 'pure_nccl')])
 def test_bad_names_raise_one_line_value_error(name, dtype, listed):
     with pytest.raises(ValueError) as info:
         communicators.create_communicator(name, dtype)

@@ -143,7 +143,7 @@ def check_chainermn_api():
 def check_factory():
     make = communicators.create_communicator
     assert type(make('naive', 'float16')) is MpiFp16Communicator
-    assert type(make('mpi_fp16', 'float32')) is MpiFp16Communicator
+    assert type(make('mpi_fp16')) is MpiFp16Communicator
     assert type(make('naive')) is NaiveCommunicator
     try:
         make('flat', 'float16')
