@@ -19,58 +19,57 @@ except ImportError:
 NATIVE = _half is not None
 
 
-def _check(function, pairs):
-    shapes = []
-    for name, array, dtype in pairs:
-        if not isinstance(array, numpy.ndarray) or array.dtype != dtype:
-            raise ValueError('{}: {} must be a numpy.ndarray of {}, got {}'
-                             .format(function, name, numpy.dtype(dtype),
-                                     getattr(array, 'dtype', type(array))))
-        shapes.append(array.shape)
-    if shapes[0] != shapes[1]:
-        raise ValueError('{}: {} has shape {} but {} has shape {}'.format(
-            function, pairs[0][0], shapes[0], pairs[1][0], shapes[1]))
-    return _half is not None and all(
-        array.flags.c_contiguous for _, array, _ in pairs)
+def _conversion(name, first, second, fallback, doc):
+    """A conversion ``name(a, b)``: the extension's, else ``fallback``.
+
+    ``first`` and ``second`` are the ``(argument name, dtype)`` of ``a`` and
+    ``b``, which must be NumPy arrays of one shape; the extension takes them
+    when both are C-contiguous.
+    """
+    def convert(a, b):
+        for (arg, dtype), array in ((first, a), (second, b)):
+            if not isinstance(array, numpy.ndarray) or array.dtype != dtype:
+                raise ValueError('{}: {} must be a numpy.ndarray of {}, got {}'
+                                 .format(name, arg, numpy.dtype(dtype),
+                                         getattr(array, 'dtype', type(array))))
+        if a.shape != b.shape:
+            raise ValueError('{}: {} has shape {} but {} has shape {}'.format(
+                name, first[0], a.shape, second[0], b.shape))
+        if _half is not None and a.flags.c_contiguous and b.flags.c_contiguous:
+            getattr(_half, name)(a, b)
+        else:
+            fallback(a, b)
+    convert.__name__ = convert.__qualname__ = name
+    convert.__doc__ = doc
+    return convert
 
 
-def to_half(src, out):
+to_half = _conversion(
+    'to_half', ('src', numpy.float32), ('out', numpy.float16),
+    lambda src, out: numpy.copyto(out, src, casting='same_kind'),
     """``out[...] = src`` rounded to float16 (nearest even, overflow to inf).
 
     Args:
         src (numpy.ndarray): float32 values.
         out (numpy.ndarray): float16 array of the same shape.
-    """
-    if _check('to_half', [('src', src, numpy.float32),
-                          ('out', out, numpy.float16)]):
-        _half.to_half(src, out)
-    else:
-        numpy.copyto(out, src, casting='same_kind')
+    """)
 
-
-def add_half(acc, half):
+add_half = _conversion(
+    'add_half', ('acc', numpy.float32), ('half', numpy.float16),
+    lambda acc, half: numpy.add(acc, half, out=acc),
     """``acc += half``, the float16 ``half`` added in float32.
 
     Args:
         acc (numpy.ndarray): float32 accumulator, updated in place.
         half (numpy.ndarray): float16 array of the same shape.
-    """
-    if _check('add_half', [('acc', acc, numpy.float32),
-                           ('half', half, numpy.float16)]):
-        _half.add_half(acc, half)
-    else:
-        numpy.add(acc, half, out=acc)
+    """)
 
-
-def to_float(src, out):
+to_float = _conversion(
+    'to_float', ('src', numpy.float16), ('out', numpy.float32),
+    lambda src, out: numpy.copyto(out, src),
     """``out[...] = src``, float16 widened to float32 (exact).
 
     Args:
         src (numpy.ndarray): float16 values.
         out (numpy.ndarray): float32 array of the same shape.
-    """
-    if _check('to_float', [('src', src, numpy.float16),
-                           ('out', out, numpy.float32)]):
-        _half.to_float(src, out)
-    else:
-        numpy.copyto(out, src)
+    """)
