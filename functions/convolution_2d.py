@@ -32,11 +32,21 @@ from functions.cpu_runtime import fast_paths_enabled
 from functions.channel_major import im2col
 from functions.channel_major import nchw
 from functions.channel_major import pair
+from functions import onednn
 
 
 # Bytes of im2col columns built at a time (a few MB: they stay in cache
 # between being written and being read by the GEMM).
 CHUNK_BYTES = 8 << 20
+
+
+def _uses_onednn(x):
+    """Whether oneDNN convolves ``x``: float32, loaded, not switched off.
+
+    ``chainer.config.cpu_onednn = False`` keeps the NumPy GEMMs.
+    """
+    return (x.dtype == numpy.float32 and onednn.available()
+            and getattr(chainer.config, 'cpu_onednn', True))
 
 
 def _image_chunks(n, rows, pixels, itemsize, im2col_needed):
@@ -129,8 +139,15 @@ class Convolution2DFunction(function_node.FunctionNode):
             raise RuntimeError('Height and width in the output must be '
                                'positive, got {}x{}'.format(out_h, out_w))
         self.x_shape = x.shape
-        y = _convolve(W.reshape(out_c, -1), x.transpose(1, 0, 2, 3), kh, kw,
-                      self.sy, self.sx, self.ph, self.pw, out_h, out_w)
+        if _uses_onednn(x):
+            y = numpy.empty((out_c, n * out_h * out_w), x.dtype)
+            onednn.convolution(
+                'forward', x, W, nchw(y.reshape(out_c, n, out_h, out_w)),
+                (self.sy, self.sx), (self.ph, self.pw))
+        else:
+            y = _convolve(W.reshape(out_c, -1), x.transpose(1, 0, 2, 3),
+                          kh, kw, self.sy, self.sx, self.ph, self.pw, out_h,
+                          out_w)
         if len(inputs) == 3:
             y += inputs[2][:, None]
         self.retain_inputs((0, 1))
@@ -151,6 +168,8 @@ class Convolution2DGrad(function_node.FunctionNode):
 
     def forward_cpu(self, inputs):
         x, W, gy = inputs
+        if _uses_onednn(x):
+            return self._onednn_grads(x, W, gy)
         f = self.conv2d
         out_c, in_c, kh, kw = W.shape
         n, _, h, w = f.x_shape
@@ -167,6 +186,25 @@ class Convolution2DGrad(function_node.FunctionNode):
                     f.pw, gyc.shape[2], gyc.shape[3]).reshape(W.shape))
             else:
                 grads.append(gy2.sum(axis=1))
+        return tuple(grads)
+
+    def _onednn_grads(self, x, W, gy):
+        f = self.conv2d
+        stride, pad = (f.sy, f.sx), (f.ph, f.pw)
+        grads = []
+        for i in self.indexes:
+            if i == 0:
+                n, c, h, w = f.x_shape
+                gx = nchw(numpy.empty((c, n, h, w), x.dtype))
+                onednn.convolution('backward_data', gx, W, gy, stride, pad)
+                grads.append(gx)
+            elif i == 1:
+                gW = numpy.empty_like(W)
+                onednn.convolution('backward_weights', x, gW, gy, stride,
+                                   pad)
+                grads.append(gW)
+            else:
+                grads.append(gy.sum(axis=(0, 2, 3)))
         return tuple(grads)
 
     def _grad_x(self, W, gyc):

@@ -1,6 +1,7 @@
 """CPU fast paths of ``functions`` against Chainer's own implementations."""
 import importlib
 import os
+import platform
 import subprocess
 import sys
 
@@ -13,6 +14,7 @@ import pytest
 
 import functions
 from functions import cpu_runtime
+from functions import onednn
 from functions.batch_normalization import ChannelMajorBatchNormalizationImpl
 from functions.channel_major import channel_major
 from functions.channel_major import im2col
@@ -76,14 +78,20 @@ CONV_CASES = [
 ]
 
 
+def _onednn_or_skip(path):
+    if path == 'onednn' and not onednn.available():
+        pytest.skip('oneDNN is not installed')
+
+
 @pytest.mark.parametrize('case', CONV_CASES)
 @pytest.mark.parametrize('layout', ['nchw', 'channel-major', 'strided'])
 @pytest.mark.parametrize('bias', [False, True])
-@pytest.mark.parametrize('chunk_bytes', [None, 1])
-def test_convolution_matches_chainer(case, layout, bias, chunk_bytes,
-                                     monkeypatch):
-    if chunk_bytes is not None:  # one image per im2col chunk
-        monkeypatch.setattr(convolution_module, 'CHUNK_BYTES', chunk_bytes)
+@pytest.mark.parametrize('path', ['onednn', 'numpy', 'numpy-chunked'])
+def test_convolution_matches_chainer(case, layout, bias, path, monkeypatch):
+    _onednn_or_skip(path)
+    if path == 'numpy-chunked':  # one image per im2col chunk
+        monkeypatch.setattr(convolution_module, 'CHUNK_BYTES', 1)
+    monkeypatch.setattr(onednn, '_primitives', {})
     n, c, h, w, out_c, k, stride, pad = case
     kh, kw = pair(k)
     rng = numpy.random.RandomState(0)
@@ -95,12 +103,35 @@ def test_convolution_matches_chainer(case, layout, bias, chunk_bytes,
         arrays.append(rng.standard_normal(out_c).astype(numpy.float32))
     expected, _ = _run(
         lambda *a: F.convolution_2d(*a, stride=stride, pad=pad), arrays)
-    actual, y = _run(
-        lambda *a: functions.convolution_2d(*a, stride=stride, pad=pad),
-        arrays)
+    with chainer.using_config('cpu_onednn', path == 'onednn'):
+        actual, y = _run(
+            lambda *a: functions.convolution_2d(*a, stride=stride, pad=pad),
+            arrays)
     assert isinstance(y.creator, Convolution2DFunction)
     assert _is_channel_major(y.array)
+    # Forward, backward data and backward weights: three new primitives.
+    assert len(onednn._primitives) == (3 if path == 'onednn' else 0)
     _assert_same(expected, actual)
+
+
+def test_onednn_is_loaded_where_its_wheel_installs():
+    if not (sys.platform.startswith('linux')
+            and platform.machine() == 'x86_64'):
+        pytest.skip('onednn-cpu-gomp has wheels for x86-64 Linux only')
+    assert onednn.available()
+
+
+def test_onednn_primitives_are_reused():
+    _onednn_or_skip('onednn')
+    rng = numpy.random.RandomState(3)
+    x = rng.standard_normal((2, 3, 7, 7)).astype(numpy.float32)
+    W = rng.standard_normal((4, 3, 3, 3)).astype(numpy.float32)
+    functions.convolution_2d(x, W, pad=1)
+    primitives = len(onednn._primitives)
+    y = functions.convolution_2d(x + 1, W, pad=1)
+    assert len(onednn._primitives) == primitives
+    numpy.testing.assert_allclose(
+        y.array, F.convolution_2d(x + 1, W, pad=1).array, **TOL32)
 
 
 @pytest.mark.parametrize('case', [(2, 3, 5, 4, 2, 3, 1, 1),

@@ -1,0 +1,272 @@
+"""oneDNN convolutions on NumPy arrays, through oneDNN's C API.
+
+Chainer's own CPU acceleration, iDeep, was a binding of this library
+(then MKL-DNN) and has no wheels for current Pythons. The
+``onednn-cpu-gomp`` wheel ships ``libdnnl.so.3`` (oneDNN 3.2, Apache 2.0)
+into the environment's ``lib/``; this module calls it with ``ctypes``. Its
+direct convolutions (``jit:avx2``, ``jit:avx512_core``, ...) build no
+im2col matrix: they work on channel-blocked copies of the activations
+(``nChw8c`` or ``nChw16c``), so every call reorders its operands from the
+caller's layout into the primitive's and the result back, as PyTorch's
+eager CPU convolutions do.
+
+:func:`available` says whether the library could be loaded; without it
+:mod:`functions.convolution_2d` uses its NumPy GEMMs. Primitives are built
+once per layer shape and layout and kept (:func:`convolution`).
+"""
+import ctypes
+import os
+import sys
+
+import numpy
+
+LIBRARY = 'libdnnl.so.3'
+
+# Values from oneDNN 3.2's dnnl_types.h and dnnl_common_types.h.
+_SUCCESS = 0
+_CPU_ENGINE = 1
+_STREAM_IN_ORDER = 1
+_F32 = 3
+_FORMAT_ANY = 1
+_FORWARD_TRAINING = 64
+_BACKWARD_DATA = 160
+_BACKWARD_WEIGHTS = 192
+_CONVOLUTION_DIRECT = 1
+_QUERY_SRC_MD = 129
+_QUERY_DIFF_SRC_MD = 130
+_QUERY_WEIGHTS_MD = 131
+_QUERY_DIFF_WEIGHTS_MD = 132
+_QUERY_DST_MD = 133
+_QUERY_DIFF_DST_MD = 134
+ARG_SRC = 1
+ARG_DST = 17
+ARG_WEIGHTS = 33
+ARG_DIFF_SRC = 129
+ARG_DIFF_DST = 145
+ARG_DIFF_WEIGHTS = 161
+
+_Dims = ctypes.c_int64 * 12
+
+
+class _ExecArg(ctypes.Structure):
+    _fields_ = [('arg', ctypes.c_int), ('memory', ctypes.c_void_p)]
+
+
+def _load():
+    """The oneDNN library, or None where it is not installed."""
+    if os.environ.get('CHAINER_ONEDNN', '1') == '0':
+        return None
+    for path in (os.path.join(sys.prefix, 'lib', LIBRARY), LIBRARY):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        lib.dnnl_primitive_desc_query_md.restype = ctypes.c_void_p
+        lib.dnnl_primitive_desc_query_md.argtypes = (
+            ctypes.c_void_p, ctypes.c_int, ctypes.c_int)
+        lib.dnnl_memory_desc_get_size.restype = ctypes.c_size_t
+        lib.dnnl_memory_desc_get_size.argtypes = (ctypes.c_void_p,)
+        lib.dnnl_memory_desc_equal.argtypes = (ctypes.c_void_p,
+                                               ctypes.c_void_p)
+        return lib
+    return None
+
+
+_lib = _load()
+_engine = ctypes.c_void_p()
+_stream = ctypes.c_void_p()
+
+
+def available():
+    """Whether oneDNN is loaded (and so used for float32 convolutions)."""
+    return _lib is not None
+
+
+def _check(status, what):
+    if status != _SUCCESS:
+        raise RuntimeError('oneDNN {} failed with status {}'.format(
+            what, status))
+
+
+def _ensure_engine():
+    if not _engine.value:
+        _check(_lib.dnnl_engine_create(ctypes.byref(_engine), _CPU_ENGINE,
+                                       ctypes.c_size_t(0)), 'engine')
+        _check(_lib.dnnl_stream_create(ctypes.byref(_stream), _engine,
+                                       ctypes.c_uint(_STREAM_IN_ORDER)),
+               'stream')
+
+
+def _dims(values):
+    return _Dims(*values)
+
+
+def _md_of(shape, strides=None):
+    """A float32 memory descriptor: the given element strides, else 'any'."""
+    md = ctypes.c_void_p()
+    if strides is None:
+        _check(_lib.dnnl_memory_desc_create_with_tag(
+            ctypes.byref(md), len(shape), _dims(shape), _F32, _FORMAT_ANY),
+            'memory descriptor')
+    else:
+        _check(_lib.dnnl_memory_desc_create_with_strides(
+            ctypes.byref(md), len(shape), _dims(shape), _F32,
+            _dims(strides)), 'memory descriptor')
+    return md
+
+
+def _layout(a):
+    """``(shape, element strides)`` of the array ``a``."""
+    return a.shape, tuple(s // a.itemsize for s in a.strides)
+
+
+def _primitive(pd, what):
+    prim = ctypes.c_void_p()
+    _check(_lib.dnnl_primitive_create(ctypes.byref(prim), pd), what)
+    return prim
+
+
+def _execute(prim, args, what):
+    exec_args = (_ExecArg * len(args))(*[_ExecArg(k, v) for k, v in args])
+    _check(_lib.dnnl_primitive_execute(prim, _stream, len(args), exec_args),
+           what)
+
+
+def _memory(md, data):
+    mem = ctypes.c_void_p()
+    _check(_lib.dnnl_memory_create(ctypes.byref(mem), md, _engine,
+                                   ctypes.c_void_p(data)), 'memory')
+    return mem
+
+
+class _Operand(object):
+    """One argument of a primitive: the caller's layout and the primitive's.
+
+    When they differ, a reorder primitive copies between them through a
+    buffer in the primitive's layout (a fresh NumPy array per call).
+    """
+
+    def __init__(self, arg, user_md, pd, query, is_output):
+        self.arg = arg
+        self.user_md = user_md
+        self.md = ctypes.c_void_p(
+            _lib.dnnl_primitive_desc_query_md(pd, query, 0))
+        self.is_output = is_output
+        self.reorder = None
+        if not _lib.dnnl_memory_desc_equal(self.md, user_md):
+            src, dst = ((self.md, user_md) if is_output
+                        else (user_md, self.md))
+            rpd = ctypes.c_void_p()
+            _check(_lib.dnnl_reorder_primitive_desc_create(
+                ctypes.byref(rpd), src, _engine, dst, _engine, None),
+                'reorder descriptor')
+            self.reorder = _primitive(rpd, 'reorder')
+            self.size = _lib.dnnl_memory_desc_get_size(self.md)
+
+    def bind(self, array, memories, reorders_after):
+        """The memory to hand the primitive for ``array``.
+
+        An input is reordered now; an output's reorder is appended to
+        ``reorders_after``. Memory objects made are appended to
+        ``memories`` with the arrays they point to (the caller destroys
+        them once the primitives have run).
+        """
+        user = _memory(self.user_md, array.ctypes.data)
+        memories.append((user, array))
+        if self.reorder is None:
+            return user
+        buf = numpy.empty(self.size // 4, numpy.float32)
+        mem = _memory(self.md, buf.ctypes.data)
+        memories.append((mem, buf))
+        if self.is_output:
+            reorders_after.append(
+                (self.reorder, ((ARG_SRC, mem), (ARG_DST, user))))
+        else:
+            _execute(self.reorder, ((ARG_SRC, user), (ARG_DST, mem)),
+                     'reorder')
+        return mem
+
+
+_PROPAGATIONS = {
+    'forward': (_FORWARD_TRAINING, ((ARG_SRC, _QUERY_SRC_MD, False),
+                                    (ARG_WEIGHTS, _QUERY_WEIGHTS_MD, False),
+                                    (ARG_DST, _QUERY_DST_MD, True))),
+    'backward_data': (_BACKWARD_DATA, (
+        (ARG_DIFF_SRC, _QUERY_DIFF_SRC_MD, True),
+        (ARG_WEIGHTS, _QUERY_WEIGHTS_MD, False),
+        (ARG_DIFF_DST, _QUERY_DIFF_DST_MD, False))),
+    'backward_weights': (_BACKWARD_WEIGHTS, (
+        (ARG_SRC, _QUERY_SRC_MD, False),
+        (ARG_DIFF_WEIGHTS, _QUERY_DIFF_WEIGHTS_MD, True),
+        (ARG_DIFF_DST, _QUERY_DIFF_DST_MD, False))),
+}
+
+
+class _Convolution(object):
+    """A oneDNN convolution primitive for fixed shapes and layouts.
+
+    ``x``, ``W`` and ``y`` are the (N, C, H, W), (O, C, kh, kw) and
+    (N, O, Ho, Wo) arrays of the propagation, in any strides.
+    """
+
+    def __init__(self, propagation, x, W, y, stride, pad_l, pad_r):
+        _ensure_engine()
+        prop, specs = _PROPAGATIONS[propagation]
+        user = [_md_of(*_layout(a)) for a in (x, W, y)]
+        any_x, any_W, any_y = [_md_of(a.shape) for a in (x, W, y)]
+        geometry = (_dims(stride), _dims((0, 0)), _dims(pad_l), _dims(pad_r))
+        fwd = ctypes.c_void_p()
+        _check(_lib.dnnl_convolution_forward_primitive_desc_create(
+            ctypes.byref(fwd), _engine, _FORWARD_TRAINING,
+            _CONVOLUTION_DIRECT, any_x, any_W, None, any_y, *geometry,
+            None), 'convolution descriptor')
+        pd = fwd
+        if prop == _BACKWARD_DATA:
+            pd = ctypes.c_void_p()
+            _check(_lib.dnnl_convolution_backward_data_primitive_desc_create(
+                ctypes.byref(pd), _engine, _CONVOLUTION_DIRECT, any_x,
+                any_W, any_y, *geometry, fwd, None), 'convolution descriptor')
+        elif prop == _BACKWARD_WEIGHTS:
+            pd = ctypes.c_void_p()
+            _check(
+                _lib.dnnl_convolution_backward_weights_primitive_desc_create(
+                    ctypes.byref(pd), _engine, _CONVOLUTION_DIRECT, any_x,
+                    any_W, None, any_y, *geometry, fwd, None),
+                'convolution descriptor')
+        self.operands = [_Operand(arg, md, pd, query, is_output)
+                         for (arg, query, is_output), md in zip(specs, user)]
+        self.primitive = _primitive(pd, 'convolution')
+
+    def __call__(self, x, W, y):
+        memories, reorders_after, args = [], [], []
+        try:
+            for operand, array in zip(self.operands, (x, W, y)):
+                args.append((operand.arg,
+                             operand.bind(array, memories, reorders_after)))
+            _execute(self.primitive, args, 'convolution')
+            for reorder, pair in reorders_after:
+                _execute(reorder, pair, 'reorder')
+        finally:
+            for mem, _ in memories:
+                _lib.dnnl_memory_destroy(mem)
+
+
+_primitives = {}
+
+
+def convolution(propagation, x, W, y, stride, pad):
+    """Run one propagation of a float32 2-D convolution in place.
+
+    ``propagation`` is ``'forward'`` (writes ``y``), ``'backward_data'``
+    (writes ``x``, the input gradient, from ``y``, the output gradient) or
+    ``'backward_weights'`` (writes ``W``). ``stride`` and ``pad`` are
+    (y, x) pairs; the padding after the input follows from the shapes.
+    """
+    key = (propagation, _layout(x), _layout(W), _layout(y), stride, pad)
+    primitive = _primitives.get(key)
+    if primitive is None:
+        pad_r = tuple((o - 1) * s + k - i - p for o, s, k, i, p in zip(
+            y.shape[2:], stride, W.shape[2:], x.shape[2:], pad))
+        primitive = _primitives[key] = _Convolution(
+            propagation, x, W, y, stride, pad, pad_r)
+    primitive(x, W, y)
