@@ -12,7 +12,15 @@ setup(
     # F16C float16 conversions of the mpi_fp16 ring; optional: without a
     # compiler communicators.half_conversion falls back to NumPy.
     ext_modules=[Extension('communicators._half', ['communicators/_half.c'],
-                           extra_compile_args=['-O3'], optional=True)],
+                           extra_compile_args=['-O3'], optional=True),
+                 # Single-pass update and batch normalization loops; optional:
+                 # without them the optimizer and functions use NumPy. No FMA
+                 # contraction, so the update keeps NumPy's float32 rounding.
+                 Extension('functions._kernels', ['functions/_kernels.c'],
+                           extra_compile_args=['-O3', '-fno-math-errno',
+                                               '-ffp-contract=off',
+                                               '-fopenmp-simd'],
+                           optional=True)],
     install_requires=[
         # chainer 7.8.1 bundles chainermn; the separate `chainermn`
         # distribution is obsolete and must not be installed.

@@ -13,8 +13,12 @@ on all cores, and touches main memory about once per input and output:
               gbeta = sum(gy), ggamma = sum(gy x_hat),
               gx = gamma / sqrt(var + eps) (gy - (x_hat ggamma + gbeta) / m)
 
-Sums are ``einsum`` reductions (float32 accumulators, about 2.5x faster
-than NumPy's pairwise ``sum``). It is an implementation (``impl_selector``)
+For float32 the C loops of ``functions._kernels`` do it per channel row
+in double sums: forward the mean, the variance over ``x - mu`` and ``y``
+(three passes over the cached row), backward ``gbeta`` and ``ggamma`` in
+one pass and ``gx`` in another. Without them, or for other dtypes, NumPy
+does it, with ``einsum`` sums (float32 accumulators, about 2.5x faster than
+NumPy's pairwise ``sum``). It is an implementation (``impl_selector``)
 of Chainer's own ``BatchNormalization`` FunctionNode, so the running
 statistics, the double-backward and every other device keep Chainer's code.
 """
@@ -26,6 +30,7 @@ from chainer.utils import argument
 from functions.channel_major import channel_major
 from functions.channel_major import nchw
 from functions.cpu_runtime import fast_paths_enabled
+from functions.cpu_runtime import native_kernels
 from functions.cpu_runtime import parallel_blocks
 
 
@@ -44,17 +49,22 @@ class ChannelMajorBatchNormalizationImpl(_bn._BatchNormalizationImpl):
         y2 = numpy.empty_like(x2)
         mean = numpy.empty(c, x.dtype)
         var = numpy.empty(c, x.dtype)
+        inv_std = numpy.empty(c, x.dtype)
+        kernels = native_kernels(x2, gamma, beta)
 
         def normalize(s):
             xs, ys = x2[s], y2[s]
+            if kernels is not None:
+                kernels.bn_forward(xs, gamma[s], beta[s], eps, ys, mean[s],
+                                   var[s], inv_std[s])
+                return
             mean[s] = numpy.einsum('ij->i', xs) / m
             d = xs - mean[s, None]
             var[s] = numpy.einsum('ij,ij->i', d, d) / m
-            scale = gamma[s] / numpy.sqrt(var[s] + eps)
-            numpy.multiply(d, scale[:, None], out=ys)
+            inv_std[s] = numpy.reciprocal(numpy.sqrt(var[s] + eps))
+            numpy.multiply(d, (gamma[s] * inv_std[s])[:, None], out=ys)
             ys += beta[s, None]
         parallel_blocks(normalize, c, x2[0].nbytes)
-        inv_std = numpy.reciprocal(numpy.sqrt(var + eps))
 
         if running_mean is not None:
             adjust = m / max(m - 1., 1.)  # unbiased estimate, as Chainer
@@ -75,9 +85,14 @@ class ChannelMajorBatchNormalizationImpl(_bn._BatchNormalizationImpl):
         gx2 = numpy.empty_like(x2)
         ggamma = numpy.empty(c, x.dtype)
         gbeta = numpy.empty(c, x.dtype)
+        kernels = native_kernels(x2, gy2, gamma, mean, inv_std)
 
         def differentiate(s):
             gs, gxs = gy2[s], gx2[s]
+            if kernels is not None:
+                kernels.bn_backward(x2[s], gs, gamma[s], mean[s], inv_std[s],
+                                    gxs, ggamma[s], gbeta[s])
+                return
             d = x2[s] - mean[s, None]
             gbeta[s] = numpy.einsum('ij->i', gs)
             ggamma[s] = numpy.einsum('ij,ij->i', gs, d) * inv_std[s]

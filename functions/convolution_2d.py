@@ -142,7 +142,7 @@ class Convolution2DFunction(function_node.FunctionNode):
         if _uses_onednn(x):
             y = numpy.empty((out_c, n * out_h * out_w), x.dtype)
             onednn.convolution(
-                'forward', x, W, nchw(y.reshape(out_c, n, out_h, out_w)),
+                [('forward', x, W, nchw(y.reshape(out_c, n, out_h, out_w)))],
                 (self.sy, self.sx), (self.ph, self.pw))
         else:
             y = _convolve(W.reshape(out_c, -1), x.transpose(1, 0, 2, 3),
@@ -190,21 +190,18 @@ class Convolution2DGrad(function_node.FunctionNode):
 
     def _onednn_grads(self, x, W, gy):
         f = self.conv2d
-        stride, pad = (f.sy, f.sx), (f.ph, f.pw)
-        grads = []
+        n, c, h, w = f.x_shape
+        grads, propagations = [], []
         for i in self.indexes:
             if i == 0:
-                n, c, h, w = f.x_shape
-                gx = nchw(numpy.empty((c, n, h, w), x.dtype))
-                onednn.convolution('backward_data', gx, W, gy, stride, pad)
-                grads.append(gx)
+                grads.append(nchw(numpy.empty((c, n, h, w), x.dtype)))
+                propagations.append(('backward_data', grads[-1], W, gy))
             elif i == 1:
-                gW = numpy.empty_like(W)
-                onednn.convolution('backward_weights', x, gW, gy, stride,
-                                   pad)
-                grads.append(gW)
+                grads.append(numpy.empty_like(W))
+                propagations.append(('backward_weights', x, grads[-1], gy))
             else:
                 grads.append(gy.sum(axis=(0, 2, 3)))
+        onednn.convolution(propagations, (f.sy, f.sx), (f.ph, f.pw))
         return tuple(grads)
 
     def _grad_x(self, W, gyc):

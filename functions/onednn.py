@@ -163,28 +163,66 @@ class _Operand(object):
             self.reorder = _primitive(rpd, 'reorder')
             self.size = _lib.dnnl_memory_desc_get_size(self.md)
 
-    def bind(self, array, memories, reorders_after):
-        """The memory to hand the primitive for ``array``.
+    def bind(self, array, scope):
+        """The memory to hand the primitive for ``array``, in ``scope``.
 
-        An input is reordered now; an output's reorder is appended to
-        ``reorders_after``. Memory objects made are appended to
-        ``memories`` with the arrays they point to (the caller destroys
-        them once the primitives have run).
+        An input is reordered now, unless ``scope`` already holds it in
+        this layout; an output's reorder is left to ``scope.finish``.
         """
-        user = _memory(self.user_md, array.ctypes.data)
-        memories.append((user, array))
+        user = scope.memory(self.user_md, array)
         if self.reorder is None:
             return user
+        if not self.is_output:
+            mem = scope.find(array, self.md)
+            if mem is not None:
+                return mem
         buf = numpy.empty(self.size // 4, numpy.float32)
-        mem = _memory(self.md, buf.ctypes.data)
-        memories.append((mem, buf))
+        mem = scope.memory(self.md, buf)
         if self.is_output:
-            reorders_after.append(
+            scope.pending.append(
                 (self.reorder, ((ARG_SRC, mem), (ARG_DST, user))))
         else:
             _execute(self.reorder, ((ARG_SRC, user), (ARG_DST, mem)),
                      'reorder')
+            scope.reordered.append((array, self.md, mem))
         return mem
+
+
+class _Scope(object):
+    """Memory objects of primitives run together, and their reordered inputs.
+
+    Keeps every array a memory object points to alive until the memory is
+    destroyed on exit.
+    """
+
+    def __init__(self):
+        self.memories = []
+        self.reordered = []
+        self.pending = []
+
+    def memory(self, md, array):
+        mem = _memory(md, array.ctypes.data)
+        self.memories.append((mem, array))
+        return mem
+
+    def find(self, array, md):
+        for a, a_md, mem in self.reordered:
+            if a is array and _lib.dnnl_memory_desc_equal(a_md, md):
+                return mem
+        return None
+
+    def finish(self):
+        """Runs the reorders of the outputs into the callers' arrays."""
+        for reorder, pair in self.pending:
+            _execute(reorder, pair, 'reorder')
+        del self.pending[:]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        for mem, _ in self.memories:
+            _lib.dnnl_memory_destroy(mem)
 
 
 _PROPAGATIONS = {
@@ -202,6 +240,30 @@ _PROPAGATIONS = {
 }
 
 
+def _descriptor(prop, mds, geometry):
+    """The primitive descriptor of a convolution propagation.
+
+    ``mds`` are the memory descriptors of x, W and y (or their gradients).
+    """
+    md_x, md_W, md_y = mds
+    fwd = ctypes.c_void_p()
+    _check(_lib.dnnl_convolution_forward_primitive_desc_create(
+        ctypes.byref(fwd), _engine, _FORWARD_TRAINING, _CONVOLUTION_DIRECT,
+        md_x, md_W, None, md_y, *geometry, None), 'convolution descriptor')
+    if prop == _FORWARD_TRAINING:
+        return fwd
+    pd = ctypes.c_void_p()
+    if prop == _BACKWARD_DATA:
+        _check(_lib.dnnl_convolution_backward_data_primitive_desc_create(
+            ctypes.byref(pd), _engine, _CONVOLUTION_DIRECT, md_x, md_W,
+            md_y, *geometry, fwd, None), 'convolution descriptor')
+    else:
+        _check(_lib.dnnl_convolution_backward_weights_primitive_desc_create(
+            ctypes.byref(pd), _engine, _CONVOLUTION_DIRECT, md_x, md_W,
+            None, md_y, *geometry, fwd, None), 'convolution descriptor')
+    return pd
+
+
 class _Convolution(object):
     """A oneDNN convolution primitive for fixed shapes and layouts.
 
@@ -213,60 +275,44 @@ class _Convolution(object):
         _ensure_engine()
         prop, specs = _PROPAGATIONS[propagation]
         user = [_md_of(*_layout(a)) for a in (x, W, y)]
-        any_x, any_W, any_y = [_md_of(a.shape) for a in (x, W, y)]
         geometry = (_dims(stride), _dims((0, 0)), _dims(pad_l), _dims(pad_r))
-        fwd = ctypes.c_void_p()
-        _check(_lib.dnnl_convolution_forward_primitive_desc_create(
-            ctypes.byref(fwd), _engine, _FORWARD_TRAINING,
-            _CONVOLUTION_DIRECT, any_x, any_W, None, any_y, *geometry,
-            None), 'convolution descriptor')
-        pd = fwd
-        if prop == _BACKWARD_DATA:
-            pd = ctypes.c_void_p()
-            _check(_lib.dnnl_convolution_backward_data_primitive_desc_create(
-                ctypes.byref(pd), _engine, _CONVOLUTION_DIRECT, any_x,
-                any_W, any_y, *geometry, fwd, None), 'convolution descriptor')
-        elif prop == _BACKWARD_WEIGHTS:
-            pd = ctypes.c_void_p()
-            _check(
-                _lib.dnnl_convolution_backward_weights_primitive_desc_create(
-                    ctypes.byref(pd), _engine, _CONVOLUTION_DIRECT, any_x,
-                    any_W, None, any_y, *geometry, fwd, None),
-                'convolution descriptor')
+        # The primitive picks its layouts ('any'); the caller's are
+        # reordered into them.
+        pd = _descriptor(prop, [_md_of(a.shape) for a in (x, W, y)],
+                         geometry)
         self.operands = [_Operand(arg, md, pd, query, is_output)
                          for (arg, query, is_output), md in zip(specs, user)]
         self.primitive = _primitive(pd, 'convolution')
 
-    def __call__(self, x, W, y):
-        memories, reorders_after, args = [], [], []
-        try:
-            for operand, array in zip(self.operands, (x, W, y)):
-                args.append((operand.arg,
-                             operand.bind(array, memories, reorders_after)))
-            _execute(self.primitive, args, 'convolution')
-            for reorder, pair in reorders_after:
-                _execute(reorder, pair, 'reorder')
-        finally:
-            for mem, _ in memories:
-                _lib.dnnl_memory_destroy(mem)
+    def __call__(self, x, W, y, scope):
+        args = [(operand.arg, operand.bind(array, scope))
+                for operand, array in zip(self.operands, (x, W, y))]
+        _execute(self.primitive, args, 'convolution')
+        scope.finish()
 
 
 _primitives = {}
 
 
-def convolution(propagation, x, W, y, stride, pad):
-    """Run one propagation of a float32 2-D convolution in place.
+def convolution(propagations, stride, pad):
+    """Run propagations of one float32 2-D convolution, in place.
 
-    ``propagation`` is ``'forward'`` (writes ``y``), ``'backward_data'``
-    (writes ``x``, the input gradient, from ``y``, the output gradient) or
-    ``'backward_weights'`` (writes ``W``). ``stride`` and ``pad`` are
-    (y, x) pairs; the padding after the input follows from the shapes.
+    ``propagations`` is a list of ``(propagation, x, W, y)``: ``'forward'``
+    writes ``y``; ``'backward_data'`` writes ``x``, the input gradient, from
+    ``y``, the output gradient; ``'backward_weights'`` writes ``W``. An
+    input that several of them read in the same layout (the output gradient
+    of the two backward propagations) is reordered once. ``stride`` and
+    ``pad`` are (y, x) pairs; the padding after the input follows from the
+    shapes.
     """
-    key = (propagation, _layout(x), _layout(W), _layout(y), stride, pad)
-    primitive = _primitives.get(key)
-    if primitive is None:
-        pad_r = tuple((o - 1) * s + k - i - p for o, s, k, i, p in zip(
-            y.shape[2:], stride, W.shape[2:], x.shape[2:], pad))
-        primitive = _primitives[key] = _Convolution(
-            propagation, x, W, y, stride, pad, pad_r)
-    primitive(x, W, y)
+    with _Scope() as scope:
+        for propagation, x, W, y in propagations:
+            key = (propagation, _layout(x), _layout(W), _layout(y), stride,
+                   pad)
+            primitive = _primitives.get(key)
+            if primitive is None:
+                pad_r = tuple((o - 1) * s + k - i - p for o, s, k, i, p in zip(
+                    y.shape[2:], stride, W.shape[2:], x.shape[2:], pad))
+                primitive = _primitives[key] = _Convolution(
+                    propagation, x, W, y, stride, pad, pad_r)
+            primitive(x, W, y, scope)

@@ -20,6 +20,7 @@ import chainer
 from chainer.backends import cuda
 from chainer import optimizer
 
+from functions.cpu_runtime import native_kernels
 from functions.cpu_runtime import parallel_elementwise
 
 _default_hyperparam = optimizer.Hyperparameter()
@@ -79,35 +80,43 @@ class RMSpropWarmupRule(optimizer.UpdateRule):
         """The update in place, on L2-sized blocks on every core.
 
         NumPy's expression form makes a temporary of the parameter's size
-        per operation and twelve passes over memory; here each block of
-        ``param``, ``grad``, ``m`` and ``delta`` is read once from memory and
-        the passes over it hit the cache.
+        per operation and twelve passes over memory. Here float32
+        C-contiguous arrays go through one C loop that reads ``param``,
+        ``grad``, ``m`` and ``delta`` once (with NumPy's float32 rounding);
+        other arrays through NumPy on blocks, whose passes after the first
+        hit the cache.
         """
         grad = param.grad
         if grad is None:
             return
         hp = self.hyperparam
         eps = _eps_in_dtype(hp, grad.dtype)
-
-        def update(theta, g, m, delta):
-            step = numpy.multiply(g, g)
-            step *= 1 - hp.mu2
-            m *= hp.mu2
-            m += step
-            if hp.alpha_rmsprop:
-                numpy.sqrt(m, out=step)
-                step += eps
-                numpy.divide(hp.alpha_rmsprop, step, out=step)
-                step += hp.alpha_sgd
-                step *= g
-            else:
-                numpy.multiply(g, hp.alpha_sgd, out=step)
-            delta *= hp.mu1
-            delta -= step
-            numpy.multiply(delta, hp.lr, out=step)
-            theta += step
-        parallel_elementwise(update, param.array, grad, self.state['m'],
-                             self.state['delta'])
+        arrays = param.array, grad, self.state['m'], self.state['delta']
+        kernels = native_kernels(*arrays)
+        if kernels is not None:
+            def update(theta, g, m, delta):
+                kernels.rmsprop_warmup(theta, g, m, delta, hp.lr, hp.mu1,
+                                       hp.mu2, eps, hp.alpha_sgd,
+                                       hp.alpha_rmsprop)
+        else:
+            def update(theta, g, m, delta):
+                step = numpy.multiply(g, g)
+                step *= 1 - hp.mu2
+                m *= hp.mu2
+                m += step
+                if hp.alpha_rmsprop:
+                    numpy.sqrt(m, out=step)
+                    step += eps
+                    numpy.divide(hp.alpha_rmsprop, step, out=step)
+                    step += hp.alpha_sgd
+                    step *= g
+                else:
+                    numpy.multiply(g, hp.alpha_sgd, out=step)
+                delta *= hp.mu1
+                delta -= step
+                numpy.multiply(delta, hp.lr, out=step)
+                theta += step
+        parallel_elementwise(update, *arrays)
 
     def update_core_gpu(self, param):
         grad = param.grad

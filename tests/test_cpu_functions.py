@@ -109,6 +109,7 @@ def test_convolution_matches_chainer(case, layout, bias, path, monkeypatch):
             arrays)
     assert isinstance(y.creator, Convolution2DFunction)
     assert _is_channel_major(y.array)
+    assert _is_channel_major(actual[1])
     # Forward, backward data and backward weights: three new primitives.
     assert len(onednn._primitives) == (3 if path == 'onednn' else 0)
     _assert_same(expected, actual)
@@ -204,13 +205,25 @@ def test_im2col_matches_a_padded_reference():
 
 # --- batch normalization ---------------------------------------------------
 
-BN_SHAPES = [(2, 3, 5, 4), (1, 7, 3, 3), (4, 19, 1, 1), (3, 300, 2, 3)]
+BN_SHAPES = [(2, 3, 5, 4), (1, 7, 3, 3), (4, 19, 1, 1), (3, 300, 2, 3),
+             (8, 64, 16, 16)]  # the last: several cache blocks
+
+
+@pytest.fixture(params=['native', 'numpy'])
+def kernels(request, monkeypatch):
+    """Runs a test with the C loops of functions._kernels and without."""
+    if request.param == 'native':
+        if cpu_runtime.kernels is None:
+            pytest.skip('functions._kernels is not built')
+    else:
+        monkeypatch.setattr(cpu_runtime, 'kernels', None)
+    return request.param
 
 
 @pytest.mark.parametrize('shape', BN_SHAPES)
 @pytest.mark.parametrize('layout', ['nchw', 'channel-major', 'strided'])
 @pytest.mark.parametrize('decay', [0.7, 0.0])
-def test_batch_normalization_matches_chainer(shape, layout, decay):
+def test_batch_normalization_matches_chainer(shape, layout, decay, kernels):
     rng = numpy.random.RandomState(6)
     x = _layout((rng.standard_normal(shape) * 3 + 1).astype(numpy.float32),
                 layout)
@@ -227,6 +240,63 @@ def test_batch_normalization_matches_chainer(shape, layout, decay):
     assert isinstance(y.creator._impl, ChannelMajorBatchNormalizationImpl)
     assert _is_channel_major(y.array)
     _assert_same(*results, atol=1e-4, rtol=1e-3)
+
+
+def test_batch_normalization_keeps_chainers_statistics(kernels):
+    """mean, var (biased) and inv_std, which the gradient nodes reuse."""
+    rng = numpy.random.RandomState(16)
+    x = (rng.standard_normal((4, 6, 3, 5)) * 2 + 3).astype(numpy.float32)
+    gamma = (rng.rand(6) + 0.5).astype(numpy.float32)
+    beta = rng.standard_normal(6).astype(numpy.float32)
+    ours = functions.batch_normalization(x, gamma, beta).creator
+    theirs = F.batch_normalization(x, gamma, beta).creator
+    for name in ('mean', 'var', 'inv_std'):
+        a, e = getattr(ours, name), getattr(theirs, name)
+        assert a.dtype == e.dtype == numpy.float32
+        numpy.testing.assert_allclose(a, e, rtol=1e-5)
+
+
+@pytest.mark.skipif(cpu_runtime.kernels is None,
+                    reason='functions._kernels is not built')
+@pytest.mark.parametrize('call, error, message', [
+    (lambda k: k.rmsprop_warmup(*[numpy.zeros(4)] * 4, 1, .9, .99, 1e-8,
+                                1, 0), TypeError, "float32, got format 'd'"),
+    (lambda k: k.rmsprop_warmup(*[numpy.zeros((4, 2), numpy.float32).T] * 4,
+                                1, .9, .99, 1e-8, 1, 0), ValueError,
+     'contiguous'),
+    (lambda k: k.rmsprop_warmup(*[numpy.zeros(4, numpy.float32)] * 3,
+                                numpy.zeros(5, numpy.float32),
+                                1, .9, .99, 1e-8, 1, 0), ValueError,
+     'lengths'),
+    (lambda k: k.bn_forward(numpy.zeros(6, numpy.float32),
+                            *[numpy.zeros(4, numpy.float32)] * 2, 1e-5,
+                            *[numpy.zeros(4, numpy.float32)] * 4),
+     ValueError, 'lengths'),
+    (lambda k: k.bn_backward(*[numpy.zeros(6, numpy.float32)] * 5,
+                             numpy.zeros(6, numpy.float32)[::-1],
+                             *[numpy.zeros(6, numpy.float32)] * 2),
+     ValueError, 'contiguous'),
+])
+def test_kernels_reject_bad_buffers(call, error, message):
+    with pytest.raises(error, match=message):
+        call(cpu_runtime.kernels)
+
+
+def test_works_without_kernels():
+    """The package imports and trains when the extension is not built."""
+    code = ('import sys; sys.modules["functions._kernels"] = None; '
+            'import chainer, numpy, functions, optimizers; '
+            'assert functions.cpu_runtime.kernels is None; '
+            'x = numpy.arange(96, dtype=numpy.float32).reshape(2, 3, 4, 4); '
+            'link = functions.BatchNormalization(3); '
+            'opt = optimizers.RMSpropWarmup(); opt.setup(link); '
+            'opt.update(lambda: chainer.functions.sum(link(x) * x)); '
+            'print("ok")')
+    out = subprocess.run([sys.executable, '-c', code], cwd=REPO,
+                         capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, PYTHONPATH=REPO))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == 'ok'
 
 
 def test_batch_normalization_gradient_check_and_double_backward():

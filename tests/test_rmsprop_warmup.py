@@ -3,6 +3,7 @@ import chainer
 import numpy
 import pytest
 
+from functions import cpu_runtime
 from optimizers import RMSpropWarmup
 
 SHAPE = (3, 4)
@@ -214,3 +215,33 @@ def test_blocked_cpu_update_matches_equations_on_large_params(order):
         theta = theta + lr * delta
         numpy.testing.assert_allclose(link.w.array, theta, rtol=1e-12,
                                       atol=1e-12)
+
+
+@pytest.mark.skipif(cpu_runtime.kernels is None,
+                    reason='functions._kernels is not built')
+@pytest.mark.parametrize('alpha_rmsprop', [0.0, 0.05])
+def test_native_update_matches_numpy_update(alpha_rmsprop, monkeypatch):
+    """The C loop of functions._kernels against the NumPy path, on many
+    cache blocks on every thread, with the RMSprop term off and on."""
+    shape = (317, 1009)
+    results = []
+    for kernels in (cpu_runtime.kernels, None):
+        monkeypatch.setattr(cpu_runtime, 'kernels', kernels)
+        rng = numpy.random.RandomState(4)
+        link = chainer.Link()
+        with link.init_scope():
+            link.w = chainer.Parameter(
+                rng.randn(*shape).astype(numpy.float32))
+        optimizer = RMSpropWarmup(alpha_sgd=0.7, alpha_rmsprop=alpha_rmsprop)
+        optimizer.setup(link)
+        for lr in (0.5, 0.3, 0.1):
+            optimizer.lr = lr
+            link.w.grad = rng.randn(*shape).astype(numpy.float32)
+            optimizer.update()
+        state = link.w.update_rule.state
+        arrays = [link.w.array, link.w.grad, state['m'], state['delta']]
+        assert (cpu_runtime.native_kernels(*arrays) is None) == (
+            kernels is None)
+        results.append(arrays)
+    for native, fallback in zip(*results):
+        numpy.testing.assert_allclose(native, fallback, rtol=1e-6, atol=1e-7)

@@ -1,0 +1,251 @@
+/* Fused float32 loops of the memory-bound parts of the CPU training step.
+ *
+ *     rmsprop_warmup(theta, g, m, delta, lr, mu1, mu2, eps,
+ *                    alpha_sgd, alpha_rmsprop)
+ *         m = mu2 m + (1 - mu2) g^2
+ *         delta = mu1 delta - (alpha_sgd + alpha_rmsprop / (sqrt(m) + eps)) g
+ *         theta += lr delta
+ *     bn_forward(x, gamma, beta, eps, y, mean, var, inv_std)
+ *         per row c of x (C, M): mean, var (biased), inv_std = 1/sqrt(var+eps)
+ *         y = gamma (x - mean) inv_std + beta
+ *     bn_backward(x, gy, gamma, mean, inv_std, gx, ggamma, gbeta)
+ *         gbeta = sum(gy), ggamma = sum(gy x_hat), x_hat = (x - mean) inv_std
+ *         gx = gamma inv_std (gy - (x_hat ggamma + gbeta) / M)
+ *
+ * Arguments are C-contiguous float32 buffers; x, y, gy, gx hold C rows of
+ * M values, C being the length of gamma.  The update does NumPy's float32
+ * operations in NumPy's order (no contraction into FMA), so it gives the
+ * bits of the NumPy path; batch normalization sums in double, the variance
+ * over x - mean.  On x86-64 every loop is compiled for AVX2 and for the
+ * baseline, chosen at load by the CPU.  The GIL is released while looping.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+
+#if defined(__x86_64__) && defined(__ELF__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef CLONES
+#define CLONES
+#endif
+
+CLONES
+static void rmsprop_loop(float *theta, const float *g, float *m, float *delta,
+                         Py_ssize_t n, float lr, float mu1, float mu2,
+                         float one_mu2, float eps, float a_sgd,
+                         double a_rms) {
+    if (a_rms != 0) {                  /* as Python's `if alpha_rmsprop:` */
+        float ar = (float)a_rms;
+        for (Py_ssize_t i = 0; i < n; ++i) {
+            float mi = m[i] * mu2 + g[i] * g[i] * one_mu2;
+            float d = delta[i] * mu1
+                      - (ar / (sqrtf(mi) + eps) + a_sgd) * g[i];
+            m[i] = mi;
+            delta[i] = d;
+            theta[i] += d * lr;
+        }
+    } else {
+        for (Py_ssize_t i = 0; i < n; ++i) {
+            float d = delta[i] * mu1 - g[i] * a_sgd;
+            m[i] = m[i] * mu2 + g[i] * g[i] * one_mu2;
+            delta[i] = d;
+            theta[i] += d * lr;
+        }
+    }
+}
+
+CLONES
+static void bn_forward_loop(const float *x, const float *gamma,
+                            const float *beta, double eps, float *y,
+                            float *mean, float *var, float *inv_std,
+                            Py_ssize_t c, Py_ssize_t n) {
+    for (Py_ssize_t k = 0; k < c; ++k, x += n, y += n) {
+        double sum = 0, sq = 0;
+#pragma omp simd reduction(+:sum)
+        for (Py_ssize_t i = 0; i < n; ++i)
+            sum += x[i];
+        double mu = sum / n;
+#pragma omp simd reduction(+:sq)
+        for (Py_ssize_t i = 0; i < n; ++i)
+            sq += (x[i] - mu) * (x[i] - mu);
+        double istd = 1 / sqrt(sq / n + eps);
+        float mu_f = (float)mu, scale = (float)(gamma[k] * istd), b = beta[k];
+        for (Py_ssize_t i = 0; i < n; ++i)
+            y[i] = (x[i] - mu_f) * scale + b;
+        mean[k] = mu_f;
+        var[k] = (float)(sq / n);
+        inv_std[k] = (float)istd;
+    }
+}
+
+CLONES
+static void bn_backward_loop(const float *x, const float *gy,
+                             const float *gamma, const float *mean,
+                             const float *inv_std, float *gx, float *ggamma,
+                             float *gbeta, Py_ssize_t c, Py_ssize_t n) {
+    for (Py_ssize_t k = 0; k < c; ++k, x += n, gy += n, gx += n) {
+        double sum = 0, dot = 0;
+        float mu = mean[k];
+#pragma omp simd reduction(+:sum, dot)
+        for (Py_ssize_t i = 0; i < n; ++i) {
+            sum += gy[i];
+            dot += (double)gy[i] * (x[i] - mu);
+        }
+        float gg = (float)(dot * inv_std[k]), gb = (float)sum;
+        float slope = inv_std[k] * gg / n, shift = gb / n;
+        float coef = gamma[k] * inv_std[k];
+        for (Py_ssize_t i = 0; i < n; ++i)
+            gx[i] = (gy[i] - ((x[i] - mu) * slope + shift)) * coef;
+        ggamma[k] = gg;
+        gbeta[k] = gb;
+    }
+}
+
+/* ---- arguments -------------------------------------------------------- */
+
+/* PyArg "O&" converter: a C-contiguous float32 buffer, released on error. */
+static int get_floats(PyObject *obj, Py_buffer *view, int flags) {
+    const char *f;
+    if (obj == NULL) {
+        PyBuffer_Release(view);
+        return 1;
+    }
+    if (PyObject_GetBuffer(obj, view,
+                           flags | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return 0;
+    f = view->format;
+    if (*f == '@' || *f == '=' || *f == (PY_LITTLE_ENDIAN ? '<' : '>'))
+        ++f;
+    if (view->itemsize != 4 || f[0] != 'f' || f[1] != '\0') {
+        PyErr_Format(PyExc_TypeError, "expected float32, got format '%s'",
+                     view->format);
+        PyBuffer_Release(view);
+        return 0;
+    }
+    return Py_CLEANUP_SUPPORTED;
+}
+
+static int in_floats(PyObject *obj, void *view) {
+    return get_floats(obj, view, PyBUF_SIMPLE);
+}
+
+static int out_floats(PyObject *obj, void *view) {
+    return get_floats(obj, view, PyBUF_WRITABLE);
+}
+
+#define LEN(view) ((view).len / 4)
+
+/* Releases `count` buffers; with `ok` false, first raises a length error. */
+static PyObject *finish(Py_buffer *views, int count, int ok) {
+    for (int i = 0; i < count; ++i)
+        PyBuffer_Release(&views[i]);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "buffer lengths do not match");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* ---- module ----------------------------------------------------------- */
+
+static PyObject *py_rmsprop_warmup(PyObject *self, PyObject *args) {
+    Py_buffer v[4];
+    double lr, mu1, mu2, eps, a_sgd, a_rms;
+    int ok;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O&O&O&O&dddddd:rmsprop_warmup",
+                          out_floats, &v[0], in_floats, &v[1],
+                          out_floats, &v[2], out_floats, &v[3],
+                          &lr, &mu1, &mu2, &eps, &a_sgd, &a_rms))
+        return NULL;
+    ok = LEN(v[1]) == LEN(v[0]) && LEN(v[2]) == LEN(v[0])
+         && LEN(v[3]) == LEN(v[0]);
+    if (ok) {
+        Py_BEGIN_ALLOW_THREADS
+        rmsprop_loop(v[0].buf, v[1].buf, v[2].buf, v[3].buf, LEN(v[0]),
+                     (float)lr, (float)mu1, (float)mu2, (float)(1 - mu2),
+                     (float)eps, (float)a_sgd, a_rms);
+        Py_END_ALLOW_THREADS
+    }
+    return finish(v, 4, ok);
+}
+
+static PyObject *py_bn_forward(PyObject *self, PyObject *args) {
+    /* x, gamma, beta, y, mean, var, inv_std */
+    Py_buffer v[7];
+    double eps;
+    Py_ssize_t c, n;
+    int ok;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O&O&O&dO&O&O&O&:bn_forward",
+                          in_floats, &v[0], in_floats, &v[1],
+                          in_floats, &v[2], &eps, out_floats, &v[3],
+                          out_floats, &v[4], out_floats, &v[5],
+                          out_floats, &v[6]))
+        return NULL;
+    c = LEN(v[1]);
+    n = c ? LEN(v[0]) / c : 0;
+    ok = LEN(v[0]) == c * n && LEN(v[3]) == c * n && LEN(v[2]) == c
+         && LEN(v[4]) == c && LEN(v[5]) == c && LEN(v[6]) == c;
+    if (ok) {
+        Py_BEGIN_ALLOW_THREADS
+        bn_forward_loop(v[0].buf, v[1].buf, v[2].buf, eps, v[3].buf,
+                        v[4].buf, v[5].buf, v[6].buf, c, n);
+        Py_END_ALLOW_THREADS
+    }
+    return finish(v, 7, ok);
+}
+
+static PyObject *py_bn_backward(PyObject *self, PyObject *args) {
+    /* x, gy, gamma, mean, inv_std, gx, ggamma, gbeta */
+    Py_buffer v[8];
+    Py_ssize_t c, n;
+    int ok;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O&O&O&O&O&O&O&O&:bn_backward",
+                          in_floats, &v[0], in_floats, &v[1],
+                          in_floats, &v[2], in_floats, &v[3],
+                          in_floats, &v[4], out_floats, &v[5],
+                          out_floats, &v[6], out_floats, &v[7]))
+        return NULL;
+    c = LEN(v[2]);
+    n = c ? LEN(v[0]) / c : 0;
+    ok = LEN(v[0]) == c * n && LEN(v[1]) == c * n && LEN(v[5]) == c * n
+         && LEN(v[3]) == c && LEN(v[4]) == c && LEN(v[6]) == c
+         && LEN(v[7]) == c;
+    if (ok) {
+        Py_BEGIN_ALLOW_THREADS
+        bn_backward_loop(v[0].buf, v[1].buf, v[2].buf, v[3].buf, v[4].buf,
+                         v[5].buf, v[6].buf, v[7].buf, c, n);
+        Py_END_ALLOW_THREADS
+    }
+    return finish(v, 8, ok);
+}
+
+static PyMethodDef kernels_methods[] = {
+    {"rmsprop_warmup", py_rmsprop_warmup, METH_VARARGS,
+     "rmsprop_warmup(theta, g, m, delta, lr, mu1, mu2, eps, alpha_sgd, "
+     "alpha_rmsprop): the RMSprop warm-up update in place."},
+    {"bn_forward", py_bn_forward, METH_VARARGS,
+     "bn_forward(x, gamma, beta, eps, y, mean, var, inv_std): batch "
+     "normalization of the rows of x into y, with their statistics."},
+    {"bn_backward", py_bn_backward, METH_VARARGS,
+     "bn_backward(x, gy, gamma, mean, inv_std, gx, ggamma, gbeta): its "
+     "gradients."},
+    {NULL, NULL, 0, NULL}
+};
+
+static struct PyModuleDef kernels_module = {
+    PyModuleDef_HEAD_INIT, "_kernels",
+    "Single-pass float32 loops of the RMSprop warm-up update and of batch "
+    "normalization over contiguous channel rows.",
+    -1, kernels_methods, NULL, NULL, NULL, NULL
+};
+
+PyMODINIT_FUNC PyInit__kernels(void) {
+    return PyModule_Create(&kernels_module);
+}
