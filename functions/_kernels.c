@@ -11,6 +11,10 @@
  *     bn_backward(x, gy, gamma, mean, inv_std, gx, ggamma, gbeta)
  *         gbeta = sum(gy), ggamma = sum(gy x_hat), x_hat = (x - mean) inv_std
  *         gx = gamma inv_std (gy - (x_hat ggamma + gbeta) / M)
+ *     relu(y, a[, b])
+ *         y = max(a + b, 0)  (the residual block's output), or max(a, 0)
+ *     relu_grad(gx, gy, y)
+ *         gx = gy where y > 0, else 0
  *
  * Arguments are C-contiguous float32 buffers; x, y, gy, gx hold C rows of
  * M values, C being the length of gamma.  The update does NumPy's float32
@@ -103,6 +107,27 @@ static void bn_backward_loop(const float *x, const float *gy,
         ggamma[k] = gg;
         gbeta[k] = gb;
     }
+}
+
+CLONES
+static void relu_loop(float *y, const float *a, const float *b,
+                      Py_ssize_t n) {
+    if (b != NULL) {
+        for (Py_ssize_t i = 0; i < n; ++i) {
+            float s = a[i] + b[i];
+            y[i] = s > 0 ? s : 0;
+        }
+    } else {
+        for (Py_ssize_t i = 0; i < n; ++i)
+            y[i] = a[i] > 0 ? a[i] : 0;
+    }
+}
+
+CLONES
+static void relu_grad_loop(float *gx, const float *gy, const float *y,
+                           Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; ++i)
+        gx[i] = y[i] > 0 ? gy[i] : 0;
 }
 
 /* ---- arguments -------------------------------------------------------- */
@@ -226,6 +251,43 @@ static PyObject *py_bn_backward(PyObject *self, PyObject *args) {
     return finish(v, 8, ok);
 }
 
+static PyObject *py_relu(PyObject *self, PyObject *args) {
+    /* y, a[, b] */
+    Py_buffer v[3];
+    int count, ok;
+    (void)self;
+    v[2].obj = NULL;
+    if (!PyArg_ParseTuple(args, "O&O&|O&:relu", out_floats, &v[0],
+                          in_floats, &v[1], in_floats, &v[2]))
+        return NULL;
+    count = v[2].obj != NULL ? 3 : 2;
+    ok = LEN(v[1]) == LEN(v[0]) && (count == 2 || LEN(v[2]) == LEN(v[0]));
+    if (ok) {
+        Py_BEGIN_ALLOW_THREADS
+        relu_loop(v[0].buf, v[1].buf, count == 3 ? v[2].buf : NULL,
+                  LEN(v[0]));
+        Py_END_ALLOW_THREADS
+    }
+    return finish(v, count, ok);
+}
+
+static PyObject *py_relu_grad(PyObject *self, PyObject *args) {
+    /* gx, gy, y */
+    Py_buffer v[3];
+    int ok;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O&O&O&:relu_grad", out_floats, &v[0],
+                          in_floats, &v[1], in_floats, &v[2]))
+        return NULL;
+    ok = LEN(v[1]) == LEN(v[0]) && LEN(v[2]) == LEN(v[0]);
+    if (ok) {
+        Py_BEGIN_ALLOW_THREADS
+        relu_grad_loop(v[0].buf, v[1].buf, v[2].buf, LEN(v[0]));
+        Py_END_ALLOW_THREADS
+    }
+    return finish(v, 3, ok);
+}
+
 static PyMethodDef kernels_methods[] = {
     {"rmsprop_warmup", py_rmsprop_warmup, METH_VARARGS,
      "rmsprop_warmup(theta, g, m, delta, lr, mu1, mu2, eps, alpha_sgd, "
@@ -236,13 +298,17 @@ static PyMethodDef kernels_methods[] = {
     {"bn_backward", py_bn_backward, METH_VARARGS,
      "bn_backward(x, gy, gamma, mean, inv_std, gx, ggamma, gbeta): its "
      "gradients."},
+    {"relu", py_relu, METH_VARARGS,
+     "relu(y, a[, b]): y = max(a + b, 0), or max(a, 0)."},
+    {"relu_grad", py_relu_grad, METH_VARARGS,
+     "relu_grad(gx, gy, y): gx = gy where y > 0, else 0."},
     {NULL, NULL, 0, NULL}
 };
 
 static struct PyModuleDef kernels_module = {
     PyModuleDef_HEAD_INIT, "_kernels",
-    "Single-pass float32 loops of the RMSprop warm-up update and of batch "
-    "normalization over contiguous channel rows.",
+    "Single-pass float32 loops of the RMSprop warm-up update, of batch "
+    "normalization over contiguous channel rows and of ReLU.",
     -1, kernels_methods, NULL, NULL, NULL, NULL
 };
 

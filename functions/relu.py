@@ -5,7 +5,8 @@ residual ``F.relu(h + shortcut)`` adds a third array and another pass. Here
 
     y = max(x_1 + ... + x_n, 0),    gx_i = gy [y > 0]
 
-runs over L2-sized blocks of the arrays' memory on all cores. Arrays that
+runs over L2-sized blocks of the arrays' memory on all cores, for float32
+in one pass of the C loops of ``functions._kernels``. Arrays that
 share one dense memory order (channel-major activations do) are processed
 flat; others go through plain NumPy expressions.
 """
@@ -16,6 +17,7 @@ import chainer.functions
 from chainer.utils import type_check
 
 from functions.cpu_runtime import fast_paths_enabled
+from functions.cpu_runtime import native_kernels
 from functions.cpu_runtime import parallel_for
 
 # Elements per block: a few float32 arrays of it stay in L2.
@@ -61,6 +63,10 @@ def _zeros(dtype, _cache={}):
 
 
 def _relu_of_sum(out, first, *rest):
+    kernels = native_kernels(out, first, *rest)
+    if kernels is not None and len(rest) <= 1:
+        kernels.relu(out, first, *rest)
+        return
     if rest:
         numpy.add(first, rest[0], out=out)
         for r in rest[1:]:
@@ -70,6 +76,10 @@ def _relu_of_sum(out, first, *rest):
 
 
 def _mask(out, gy, y):
+    kernels = native_kernels(out, gy, y)
+    if kernels is not None:
+        kernels.relu_grad(out, gy, y)
+        return
     numpy.greater(y, 0, out=out)
     out *= gy
 

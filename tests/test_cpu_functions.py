@@ -276,6 +276,11 @@ def test_batch_normalization_keeps_chainers_statistics(kernels):
                              numpy.zeros(6, numpy.float32)[::-1],
                              *[numpy.zeros(6, numpy.float32)] * 2),
      ValueError, 'contiguous'),
+    (lambda k: k.relu(*[numpy.zeros(6, numpy.float32)] * 2,
+                      numpy.zeros(5, numpy.float32)), ValueError, 'lengths'),
+    (lambda k: k.relu_grad(numpy.zeros(6, numpy.float32), numpy.zeros(6),
+                           numpy.zeros(6, numpy.float32)), TypeError,
+     'float32'),
 ])
 def test_kernels_reject_bad_buffers(call, error, message):
     with pytest.raises(error, match=message):
@@ -379,7 +384,7 @@ def test_max_pooling_gradient_check():
 
 @pytest.mark.parametrize('shape', [(2, 3, 5, 4), (3, 70001), (4, 64, 9, 9)])
 @pytest.mark.parametrize('layout', ['same', 'mixed'])
-def test_relu_and_add_relu_match_chainer(shape, layout):
+def test_relu_and_add_relu_match_chainer(shape, layout, kernels):
     rng = numpy.random.RandomState(13)
     a = rng.standard_normal(shape).astype(numpy.float32)
     b = rng.standard_normal(shape).astype(numpy.float32)
