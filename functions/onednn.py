@@ -169,13 +169,13 @@ class _Operand(object):
         An input is reordered now, unless ``scope`` already holds it in
         this layout; an output's reorder is left to ``scope.finish``.
         """
-        user = scope.memory(self.user_md, array)
-        if self.reorder is None:
-            return user
-        if not self.is_output:
+        if self.reorder is not None and not self.is_output:
             mem = scope.find(array, self.md)
             if mem is not None:
                 return mem
+        user = scope.memory(self.user_md, array)
+        if self.reorder is None:
+            return user
         buf = numpy.empty(self.size // 4, numpy.float32)
         mem = scope.memory(self.md, buf)
         if self.is_output:
