@@ -59,6 +59,15 @@ def _assert_same(expected, actual, **tol):
         numpy.testing.assert_allclose(a, e, **(tol or TOL32))
 
 
+def _assert_prints_ok(code):
+    """Runs Python ``code`` in a fresh process; it must print just 'ok'."""
+    out = subprocess.run([sys.executable, '-c', code], cwd=REPO,
+                         capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, PYTHONPATH=REPO))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == 'ok'
+
+
 def _is_channel_major(a):
     return a.transpose(1, 0, 2, 3).flags.c_contiguous
 
@@ -297,11 +306,7 @@ def test_works_without_kernels():
             'opt = optimizers.RMSpropWarmup(); opt.setup(link); '
             'opt.update(lambda: chainer.functions.sum(link(x) * x)); '
             'print("ok")')
-    out = subprocess.run([sys.executable, '-c', code], cwd=REPO,
-                         capture_output=True, text=True, timeout=60,
-                         env=dict(os.environ, PYTHONPATH=REPO))
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == 'ok'
+    _assert_prints_ok(code)
 
 
 def test_batch_normalization_gradient_check_and_double_backward():
@@ -445,11 +450,7 @@ def test_configure_keeps_buffers_and_is_idempotent():
             's = cpu_runtime.configure(); '
             'assert s is cpu_runtime.configure(); '
             'assert s["M_MMAP_THRESHOLD"] >= 32 << 20, s; print("ok")')
-    out = subprocess.run([sys.executable, '-c', code], cwd=REPO,
-                         capture_output=True, text=True, timeout=60,
-                         env=dict(os.environ, PYTHONPATH=REPO))
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == 'ok'
+    _assert_prints_ok(code)
 
 
 def test_parallel_for_covers_the_range_once(monkeypatch):
