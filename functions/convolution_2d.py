@@ -39,14 +39,28 @@ from functions import onednn
 # between being written and being read by the GEMM).
 CHUNK_BYTES = 8 << 20
 
+# Output pixels per image from which oneDNN convolves a layer: 4x4 for
+# larger kernels, 8x8 for 1x1 (see :func:`_uses_onednn`).
+ONEDNN_MIN_PIXELS = 16
+ONEDNN_MIN_PIXELS_1X1 = 64
 
-def _uses_onednn(x):
-    """Whether oneDNN convolves ``x``: float32, loaded, not switched off.
 
-    ``chainer.config.cpu_onednn = False`` keeps the NumPy GEMMs.
+def _uses_onednn(x, W, stride, out_h, out_w):
+    """Whether oneDNN convolves ``x``: float32, loaded, not switched off,
+    and a layer where it pays.
+
+    Its reorders and per-call set-up cost more than its kernels save on
+    small outputs and on strided 1x1 convolutions, which the NumPy path
+    does as one GEMM of a slice (measured per layer in
+    docs/cpu_performance.md): those keep the NumPy GEMMs, as everything
+    does with ``chainer.config.cpu_onednn = False``.
     """
-    return (x.dtype == numpy.float32 and onednn.available()
-            and getattr(chainer.config, 'cpu_onednn', True))
+    if not (x.dtype == numpy.float32 and onednn.available()
+            and getattr(chainer.config, 'cpu_onednn', True)):
+        return False
+    if W.shape[2:] == (1, 1):
+        return stride == (1, 1) and out_h * out_w >= ONEDNN_MIN_PIXELS_1X1
+    return out_h * out_w >= ONEDNN_MIN_PIXELS
 
 
 def _image_chunks(n, rows, pixels, itemsize, im2col_needed):
@@ -139,7 +153,8 @@ class Convolution2DFunction(function_node.FunctionNode):
             raise RuntimeError('Height and width in the output must be '
                                'positive, got {}x{}'.format(out_h, out_w))
         self.x_shape = x.shape
-        if _uses_onednn(x):
+        self.onednn = _uses_onednn(x, W, (self.sy, self.sx), out_h, out_w)
+        if self.onednn:
             y = numpy.empty((out_c, n * out_h * out_w), x.dtype)
             onednn.convolution(
                 [('forward', x, W, nchw(y.reshape(out_c, n, out_h, out_w)))],
@@ -168,7 +183,7 @@ class Convolution2DGrad(function_node.FunctionNode):
 
     def forward_cpu(self, inputs):
         x, W, gy = inputs
-        if _uses_onednn(x):
+        if self.conv2d.onednn:
             return self._onednn_grads(x, W, gy)
         f = self.conv2d
         out_c, in_c, kh, kw = W.shape

@@ -98,6 +98,9 @@ def _onednn_or_skip(path):
 @pytest.mark.parametrize('path', ['onednn', 'numpy', 'numpy-chunked'])
 def test_convolution_matches_chainer(case, layout, bias, path, monkeypatch):
     _onednn_or_skip(path)
+    if path == 'onednn':  # every layer, however small
+        monkeypatch.setattr(convolution_module, 'ONEDNN_MIN_PIXELS', 0)
+        monkeypatch.setattr(convolution_module, 'ONEDNN_MIN_PIXELS_1X1', 0)
     if path == 'numpy-chunked':  # one image per im2col chunk
         monkeypatch.setattr(convolution_module, 'CHUNK_BYTES', 1)
     monkeypatch.setattr(onednn, '_primitives', {})
@@ -120,7 +123,9 @@ def test_convolution_matches_chainer(case, layout, bias, path, monkeypatch):
     assert _is_channel_major(y.array)
     assert _is_channel_major(actual[1])
     # Forward, backward data and backward weights: three new primitives.
-    assert len(onednn._primitives) == (3 if path == 'onednn' else 0)
+    strided_1x1 = pair(k) == (1, 1) and pair(stride) != (1, 1)
+    assert len(onednn._primitives) == (
+        3 if path == 'onednn' and not strided_1x1 else 0)
     _assert_same(expected, actual)
 
 
@@ -131,15 +136,32 @@ def test_onednn_is_loaded_where_its_wheel_installs():
     assert onednn.available()
 
 
-def test_onednn_primitives_are_reused():
+@pytest.mark.parametrize('k, stride, size, expected', [
+    (3, 1, 4, True), (3, 1, 3, False), (7, 2, 8, True),
+    (1, 1, 8, True), (1, 1, 7, False), (1, 2, 16, False)])
+def test_onednn_takes_the_layers_where_it_pays(k, stride, size, expected):
     _onednn_or_skip('onednn')
+    x = numpy.zeros((2, 3, size * stride, size * stride), numpy.float32)
+    W = numpy.zeros((4, 3, k, k), numpy.float32)
+    assert convolution_module._uses_onednn(
+        x, W, (stride, stride), size, size) is expected
+    with chainer.using_config('cpu_onednn', False):
+        assert not convolution_module._uses_onednn(
+            x, W, (stride, stride), size, size)
+    assert not convolution_module._uses_onednn(
+        x.astype(numpy.float64), W, (stride, stride), size, size)
+
+
+def test_onednn_primitives_are_reused(monkeypatch):
+    _onednn_or_skip('onednn')
+    monkeypatch.setattr(onednn, '_primitives', {})
     rng = numpy.random.RandomState(3)
     x = rng.standard_normal((2, 3, 7, 7)).astype(numpy.float32)
     W = rng.standard_normal((4, 3, 3, 3)).astype(numpy.float32)
     functions.convolution_2d(x, W, pad=1)
-    primitives = len(onednn._primitives)
+    assert len(onednn._primitives) == 1
     y = functions.convolution_2d(x + 1, W, pad=1)
-    assert len(onednn._primitives) == primitives
+    assert len(onednn._primitives) == 1
     numpy.testing.assert_allclose(
         y.array, F.convolution_2d(x + 1, W, pad=1).array, **TOL32)
 
