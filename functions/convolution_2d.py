@@ -18,6 +18,10 @@ An im2col matrix is nine (or 49) times its input: at 224 px it is 0.2 GB
 per layer, so it is built a few images at a time (:data:`CHUNK_BYTES`) and
 each part is multiplied while it is still in cache; the backward pass
 builds it again instead of keeping it.
+
+For float32, the layers where it pays go to oneDNN's direct convolutions
+instead (:mod:`functions.onednn`, :func:`_uses_onednn`); their outputs
+and gradients are channel-major too.
 """
 import numpy
 

@@ -97,21 +97,17 @@ def _ensure_engine():
                'stream')
 
 
-def _dims(values):
-    return _Dims(*values)
-
-
 def _md_of(shape, strides=None):
     """A float32 memory descriptor: the given element strides, else 'any'."""
     md = ctypes.c_void_p()
     if strides is None:
         _check(_lib.dnnl_memory_desc_create_with_tag(
-            ctypes.byref(md), len(shape), _dims(shape), _F32, _FORMAT_ANY),
+            ctypes.byref(md), len(shape), _Dims(*shape), _F32, _FORMAT_ANY),
             'memory descriptor')
     else:
         _check(_lib.dnnl_memory_desc_create_with_strides(
-            ctypes.byref(md), len(shape), _dims(shape), _F32,
-            _dims(strides)), 'memory descriptor')
+            ctypes.byref(md), len(shape), _Dims(*shape), _F32,
+            _Dims(*strides)), 'memory descriptor')
     return md
 
 
@@ -275,7 +271,8 @@ class _Convolution(object):
         _ensure_engine()
         prop, specs = _PROPAGATIONS[propagation]
         user = [_md_of(*_layout(a)) for a in (x, W, y)]
-        geometry = (_dims(stride), _dims((0, 0)), _dims(pad_l), _dims(pad_r))
+        geometry = (_Dims(*stride), _Dims(0, 0), _Dims(*pad_l),
+                    _Dims(*pad_r))
         # The primitive picks its layouts ('any'); the caller's are
         # reordered into them.
         pd = _descriptor(prop, [_md_of(a.shape) for a in (x, W, y)],
