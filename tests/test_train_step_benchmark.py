@@ -1,4 +1,4 @@
-"""The PyTorch comparison step of benchmarks.train_step does the same update."""
+"""The PyTorch step of benchmarks.train_step does the Chainer update."""
 import chainer
 import numpy
 import pytest
@@ -10,7 +10,7 @@ torch = pytest.importorskip('torch')
 
 
 class _Net(chainer.Chain):
-    """A linear layer and a normalization scale, named as Chainer names them."""
+    """A linear layer and a normalization scale, with Chainer's names."""
 
     def __init__(self, W, b, gamma):
         super(_Net, self).__init__()
