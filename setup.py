@@ -19,7 +19,8 @@ setup(
                  Extension('functions._kernels', ['functions/_kernels.c'],
                            extra_compile_args=['-O3', '-fno-math-errno',
                                                '-ffp-contract=off',
-                                               '-fopenmp-simd'],
+                                               '-fopenmp'],
+                           extra_link_args=['-fopenmp'],
                            optional=True)],
     install_requires=[
         # chainer 7.8.1 bundles chainermn; the separate `chainermn`

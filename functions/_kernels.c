@@ -22,11 +22,23 @@
  * bits of the NumPy path; batch normalization sums in double, the variance
  * over x - mean.  On x86-64 every loop is compiled for AVX2 and for the
  * baseline, chosen at load by the CPU.  The GIL is released while looping.
+ *
+ * Arrays of at least PARALLEL_MIN elements are split over OpenMP threads
+ * (by elements, or by whole rows for batch normalization): the same thread
+ * pool as oneDNN's convolutions, so that the threads one of them leaves
+ * spinning pick up the next, instead of competing for the cores with a
+ * second pool.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Elements below which a loop runs on the calling thread alone. */
+#define PARALLEL_MIN 32768
 
 #if defined(__x86_64__) && defined(__ELF__) && defined(__has_attribute)
 #if __has_attribute(target_clones)
@@ -130,6 +142,17 @@ static void relu_grad_loop(float *gx, const float *gy, const float *y,
         gx[i] = y[i] > 0 ? gy[i] : 0;
 }
 
+/* The [lo, hi) share of n items of this thread of an OpenMP team. */
+static void share(Py_ssize_t n, Py_ssize_t *lo, Py_ssize_t *hi) {
+#ifdef _OPENMP
+    Py_ssize_t t = omp_get_thread_num(), k = omp_get_num_threads();
+#else
+    Py_ssize_t t = 0, k = 1;
+#endif
+    *lo = n * t / k;
+    *hi = n * (t + 1) / k;
+}
+
 /* ---- arguments -------------------------------------------------------- */
 
 /* PyArg "O&" converter: a C-contiguous float32 buffer, released on error. */
@@ -190,10 +213,17 @@ static PyObject *py_rmsprop_warmup(PyObject *self, PyObject *args) {
     ok = LEN(v[1]) == LEN(v[0]) && LEN(v[2]) == LEN(v[0])
          && LEN(v[3]) == LEN(v[0]);
     if (ok) {
+        float *theta = v[0].buf, *g = v[1].buf, *m = v[2].buf,
+              *delta = v[3].buf;
         Py_BEGIN_ALLOW_THREADS
-        rmsprop_loop(v[0].buf, v[1].buf, v[2].buf, v[3].buf, LEN(v[0]),
-                     (float)lr, (float)mu1, (float)mu2, (float)(1 - mu2),
-                     (float)eps, (float)a_sgd, a_rms);
+#pragma omp parallel if (LEN(v[0]) >= PARALLEL_MIN)
+        {
+            Py_ssize_t lo, hi;
+            share(LEN(v[0]), &lo, &hi);
+            rmsprop_loop(theta + lo, g + lo, m + lo, delta + lo, hi - lo,
+                         (float)lr, (float)mu1, (float)mu2,
+                         (float)(1 - mu2), (float)eps, (float)a_sgd, a_rms);
+        }
         Py_END_ALLOW_THREADS
     }
     return finish(v, 4, ok);
@@ -217,9 +247,17 @@ static PyObject *py_bn_forward(PyObject *self, PyObject *args) {
     ok = LEN(v[0]) == c * n && LEN(v[3]) == c * n && LEN(v[2]) == c
          && LEN(v[4]) == c && LEN(v[5]) == c && LEN(v[6]) == c;
     if (ok) {
+        const float *x = v[0].buf, *gamma = v[1].buf, *beta = v[2].buf;
+        float *y = v[3].buf, *mean = v[4].buf, *var = v[5].buf,
+              *inv_std = v[6].buf;
         Py_BEGIN_ALLOW_THREADS
-        bn_forward_loop(v[0].buf, v[1].buf, v[2].buf, eps, v[3].buf,
-                        v[4].buf, v[5].buf, v[6].buf, c, n);
+#pragma omp parallel if (c * n >= PARALLEL_MIN)
+        {
+            Py_ssize_t lo, hi;
+            share(c, &lo, &hi);
+            bn_forward_loop(x + lo * n, gamma + lo, beta + lo, eps, y + lo * n,
+                            mean + lo, var + lo, inv_std + lo, hi - lo, n);
+        }
         Py_END_ALLOW_THREADS
     }
     return finish(v, 7, ok);
@@ -243,9 +281,18 @@ static PyObject *py_bn_backward(PyObject *self, PyObject *args) {
          && LEN(v[3]) == c && LEN(v[4]) == c && LEN(v[6]) == c
          && LEN(v[7]) == c;
     if (ok) {
+        const float *x = v[0].buf, *gy = v[1].buf, *gamma = v[2].buf,
+                    *mean = v[3].buf, *inv_std = v[4].buf;
+        float *gx = v[5].buf, *ggamma = v[6].buf, *gbeta = v[7].buf;
         Py_BEGIN_ALLOW_THREADS
-        bn_backward_loop(v[0].buf, v[1].buf, v[2].buf, v[3].buf, v[4].buf,
-                         v[5].buf, v[6].buf, v[7].buf, c, n);
+#pragma omp parallel if (c * n >= PARALLEL_MIN)
+        {
+            Py_ssize_t lo, hi;
+            share(c, &lo, &hi);
+            bn_backward_loop(x + lo * n, gy + lo * n, gamma + lo, mean + lo,
+                             inv_std + lo, gx + lo * n, ggamma + lo,
+                             gbeta + lo, hi - lo, n);
+        }
         Py_END_ALLOW_THREADS
     }
     return finish(v, 8, ok);
@@ -263,9 +310,15 @@ static PyObject *py_relu(PyObject *self, PyObject *args) {
     count = v[2].obj != NULL ? 3 : 2;
     ok = LEN(v[1]) == LEN(v[0]) && (count == 2 || LEN(v[2]) == LEN(v[0]));
     if (ok) {
+        float *y = v[0].buf;
+        const float *a = v[1].buf, *b = count == 3 ? v[2].buf : NULL;
         Py_BEGIN_ALLOW_THREADS
-        relu_loop(v[0].buf, v[1].buf, count == 3 ? v[2].buf : NULL,
-                  LEN(v[0]));
+#pragma omp parallel if (LEN(v[0]) >= PARALLEL_MIN)
+        {
+            Py_ssize_t lo, hi;
+            share(LEN(v[0]), &lo, &hi);
+            relu_loop(y + lo, a + lo, b ? b + lo : NULL, hi - lo);
+        }
         Py_END_ALLOW_THREADS
     }
     return finish(v, count, ok);
@@ -281,8 +334,15 @@ static PyObject *py_relu_grad(PyObject *self, PyObject *args) {
         return NULL;
     ok = LEN(v[1]) == LEN(v[0]) && LEN(v[2]) == LEN(v[0]);
     if (ok) {
+        float *gx = v[0].buf;
+        const float *gy = v[1].buf, *y = v[2].buf;
         Py_BEGIN_ALLOW_THREADS
-        relu_grad_loop(v[0].buf, v[1].buf, v[2].buf, LEN(v[0]));
+#pragma omp parallel if (LEN(v[0]) >= PARALLEL_MIN)
+        {
+            Py_ssize_t lo, hi;
+            share(LEN(v[0]), &lo, &hi);
+            relu_grad_loop(gx + lo, gy + lo, y + lo, hi - lo);
+        }
         Py_END_ALLOW_THREADS
     }
     return finish(v, 3, ok);

@@ -67,6 +67,15 @@ def _uses_onednn(x, W, stride, out_h, out_w):
     return out_h * out_w >= ONEDNN_MIN_PIXELS
 
 
+def _matmul(a, b, out=None):
+    """``a @ b``: by oneDNN's GEMM where it convolves float32 (one thread
+    pool for the whole step), else by NumPy's BLAS."""
+    if (a.dtype == numpy.float32 and onednn.available()
+            and getattr(chainer.config, 'cpu_onednn', True)):
+        return onednn.matmul(a, b, out)
+    return numpy.matmul(a, b, out=out)
+
+
 def _image_chunks(n, rows, pixels, itemsize, im2col_needed):
     """``(n0, n1)`` ranges of images whose im2col columns fit a chunk."""
     if not im2col_needed:
@@ -97,7 +106,7 @@ def _convolve(Wm, xc, kh, kw, sy, sx, ph, pw, out_h, out_w):
     for n0, n1 in _image_chunks(n, Wm.shape[1], pixels, xc.itemsize,
                                 _needs_im2col(kh, kw, ph, pw)):
         col = _columns(xc[:, n0:n1], kh, kw, sy, sx, ph, pw, out_h, out_w)
-        numpy.matmul(Wm, col, out=y[:, n0 * pixels:n1 * pixels])
+        _matmul(Wm, col, out=y[:, n0 * pixels:n1 * pixels])
     return y
 
 
@@ -109,7 +118,7 @@ def _correlate(gy2, xc, kh, kw, sy, sx, ph, pw, out_h, out_w):
     for n0, n1 in _image_chunks(n, c * kh * kw, pixels, xc.itemsize,
                                 _needs_im2col(kh, kw, ph, pw)):
         col = _columns(xc[:, n0:n1], kh, kw, sy, sx, ph, pw, out_h, out_w)
-        part = gy2[:, n0 * pixels:n1 * pixels].dot(col.T)
+        part = _matmul(gy2[:, n0 * pixels:n1 * pixels], col.T)
         if gW is None:
             gW = part
         else:
@@ -230,7 +239,7 @@ class Convolution2DGrad(function_node.FunctionNode):
         n, _, h, w = f.x_shape
         _, _, out_h, out_w = gyc.shape
         if kh == kw == 1 and f.ph == f.pw == 0:
-            gx = W.reshape(out_c, in_c).T.dot(gyc.reshape(out_c, -1))
+            gx = _matmul(W.reshape(out_c, in_c).T, gyc.reshape(out_c, -1))
             if f.sy == f.sx == 1:
                 return gx
             full = numpy.zeros((in_c, n, h, w), gx.dtype)

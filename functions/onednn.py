@@ -68,6 +68,11 @@ def _load():
         lib.dnnl_memory_desc_get_size.argtypes = (ctypes.c_void_p,)
         lib.dnnl_memory_desc_equal.argtypes = (ctypes.c_void_p,
                                                ctypes.c_void_p)
+        lib.dnnl_sgemm.argtypes = (
+            (ctypes.c_char, ctypes.c_char)
+            + (ctypes.c_int64,) * 3 + (ctypes.c_float,)
+            + (ctypes.c_void_p, ctypes.c_int64) * 2
+            + (ctypes.c_float, ctypes.c_void_p, ctypes.c_int64))
         return lib
     return None
 
@@ -95,6 +100,42 @@ def _ensure_engine():
         _check(_lib.dnnl_stream_create(ctypes.byref(_stream), _engine,
                                        ctypes.c_uint(_STREAM_IN_ORDER)),
                'stream')
+
+
+def _gemm_operand(a):
+    """``(transposed, leading dimension, array)`` of a 2-D float32 GEMM
+    operand: rows or columns must be unit-stride, else it is copied."""
+    rows, cols = (s // a.itemsize for s in a.strides)
+    if cols == 1 and rows >= max(1, a.shape[1]):
+        return b'N', rows, a
+    if rows == 1 and cols >= max(1, a.shape[0]):
+        return b'T', cols, a
+    a = numpy.ascontiguousarray(a)
+    return b'N', max(1, a.shape[1]), a
+
+
+def matmul(a, b, out=None):
+    """``a @ b`` of 2-D float32 arrays by oneDNN's ``sgemm``.
+
+    It runs on the OpenMP threads of the convolutions and of
+    ``functions._kernels``, not on a BLAS's own pool. ``a`` and ``b`` may
+    be transposed views; ``out``, if given, must have unit-stride rows.
+    """
+    m, k = a.shape
+    n = b.shape[1]
+    if out is None:
+        out = numpy.empty((m, n), numpy.float32)
+    if m == 0 or n == 0:
+        return out
+    if k == 0:
+        out[...] = 0
+        return out
+    transa, lda, a = _gemm_operand(a)
+    transb, ldb, b = _gemm_operand(b)
+    _check(_lib.dnnl_sgemm(transa, transb, m, n, k, 1.0, a.ctypes.data,
+                           lda, b.ctypes.data, ldb, 0.0, out.ctypes.data,
+                           out.strides[0] // out.itemsize), 'sgemm')
+    return out
 
 
 def _md_of(shape, strides=None):

@@ -5,10 +5,11 @@ residual ``F.relu(h + shortcut)`` adds a third array and another pass. Here
 
     y = max(x_1 + ... + x_n, 0),    gx_i = gy [y > 0]
 
-runs over L2-sized blocks of the arrays' memory on all cores, for float32
-in one pass of the C loops of ``functions._kernels``. Arrays that
-share one dense memory order (channel-major activations do) are processed
-flat; others go through plain NumPy expressions.
+runs in one pass of the C loops of ``functions._kernels`` for float32
+(split over OpenMP threads), else over L2-sized blocks of the arrays'
+memory on the threads of :func:`functions.cpu_runtime.parallel_for`.
+Arrays that share one dense memory order (channel-major activations do)
+are processed flat; others go through plain NumPy expressions.
 """
 import numpy
 
@@ -33,23 +34,24 @@ def _flat(a):
     return t.reshape(-1)
 
 
-def _blockwise(kernel, out, *arrays):
-    """``kernel(out_block, *blocks)`` over aligned blocks of dense arrays.
-
-    Returns False (doing nothing) when the arrays do not all share one dense
-    memory order.
-    """
+def _dense(out, *arrays):
+    """1-D views of ``out`` and ``arrays`` in their one dense memory order,
+    or None when they do not share one."""
     flats = [_flat(a) for a in (out,) + arrays]
     if any(f is None for f in flats) or any(
             a.strides != out.strides for a in arrays):
-        return False
+        return None
+    return flats
+
+
+def _blockwise(kernel, flats):
+    """``kernel(*blocks)`` over aligned blocks of the 1-D ``flats``."""
     n = flats[0].size
 
     def run(lo, hi):
         for i in range(lo * BLOCK, min(hi * BLOCK, n), BLOCK):
             kernel(*[f[i:i + BLOCK] for f in flats])
     parallel_for(run, -(-n // BLOCK))
-    return True
 
 
 def _zeros(dtype, _cache={}):
@@ -63,10 +65,6 @@ def _zeros(dtype, _cache={}):
 
 
 def _relu_of_sum(out, first, *rest):
-    kernels = native_kernels(out, first, *rest)
-    if kernels is not None and len(rest) <= 1:
-        kernels.relu(out, first, *rest)
-        return
     if rest:
         numpy.add(first, rest[0], out=out)
         for r in rest[1:]:
@@ -76,10 +74,6 @@ def _relu_of_sum(out, first, *rest):
 
 
 def _mask(out, gy, y):
-    kernels = native_kernels(out, gy, y)
-    if kernels is not None:
-        kernels.relu_grad(out, gy, y)
-        return
     numpy.greater(y, 0, out=out)
     out *= gy
 
@@ -96,8 +90,14 @@ class ReLU(function_node.FunctionNode):
 
     def forward_cpu(self, inputs):
         y = numpy.empty_like(inputs[0])
-        if not _blockwise(_relu_of_sum, y, *inputs):
+        flats = _dense(y, *inputs)
+        kernels = native_kernels(*flats) if flats else None
+        if flats is None:
             y[...] = numpy.maximum(sum(inputs[1:], inputs[0]), 0)
+        elif kernels is not None and len(inputs) <= 2:
+            kernels.relu(*flats)
+        else:
+            _blockwise(_relu_of_sum, flats)
         self.retain_outputs((0,))
         return y,
 
@@ -116,8 +116,14 @@ class ReLUGrad(function_node.FunctionNode):
     def forward_cpu(self, inputs):
         gy, = inputs
         gx = numpy.empty_like(self.y)
-        if not _blockwise(_mask, gx, gy, self.y):
+        flats = _dense(gx, gy, self.y)
+        kernels = native_kernels(*flats) if flats else None
+        if flats is None:
             gx = gy * (self.y > 0)
+        elif kernels is not None:
+            kernels.relu_grad(*flats)
+        else:
+            _blockwise(_mask, flats)
         return gx,
 
     def backward(self, indexes, grad_outputs):

@@ -77,14 +77,14 @@ class RMSpropWarmupRule(optimizer.UpdateRule):
             self.state['delta'] = xp.zeros_like(param.array)
 
     def update_core_cpu(self, param):
-        """The update in place, on L2-sized blocks on every core.
+        """The update in place, on every core.
 
         NumPy's expression form makes a temporary of the parameter's size
         per operation and twelve passes over memory. Here float32
-        C-contiguous arrays go through one C loop that reads ``param``,
-        ``grad``, ``m`` and ``delta`` once (with NumPy's float32 rounding);
-        other arrays through NumPy on blocks, whose passes after the first
-        hit the cache.
+        C-contiguous arrays go through one C loop on OpenMP threads that
+        reads ``param``, ``grad``, ``m`` and ``delta`` once (with NumPy's
+        float32 rounding); other arrays through NumPy on L2-sized blocks,
+        whose passes after the first hit the cache.
         """
         grad = param.grad
         if grad is None:
@@ -94,28 +94,27 @@ class RMSpropWarmupRule(optimizer.UpdateRule):
         arrays = param.array, grad, self.state['m'], self.state['delta']
         kernels = native_kernels(*arrays)
         if kernels is not None:
-            def update(theta, g, m, delta):
-                kernels.rmsprop_warmup(theta, g, m, delta, hp.lr, hp.mu1,
-                                       hp.mu2, eps, hp.alpha_sgd,
-                                       hp.alpha_rmsprop)
-        else:
-            def update(theta, g, m, delta):
-                step = numpy.multiply(g, g)
-                step *= 1 - hp.mu2
-                m *= hp.mu2
-                m += step
-                if hp.alpha_rmsprop:
-                    numpy.sqrt(m, out=step)
-                    step += eps
-                    numpy.divide(hp.alpha_rmsprop, step, out=step)
-                    step += hp.alpha_sgd
-                    step *= g
-                else:
-                    numpy.multiply(g, hp.alpha_sgd, out=step)
-                delta *= hp.mu1
-                delta -= step
-                numpy.multiply(delta, hp.lr, out=step)
-                theta += step
+            kernels.rmsprop_warmup(*arrays, hp.lr, hp.mu1, hp.mu2, eps,
+                                   hp.alpha_sgd, hp.alpha_rmsprop)
+            return
+
+        def update(theta, g, m, delta):
+            step = numpy.multiply(g, g)
+            step *= 1 - hp.mu2
+            m *= hp.mu2
+            m += step
+            if hp.alpha_rmsprop:
+                numpy.sqrt(m, out=step)
+                step += eps
+                numpy.divide(hp.alpha_rmsprop, step, out=step)
+                step += hp.alpha_sgd
+                step *= g
+            else:
+                numpy.multiply(g, hp.alpha_sgd, out=step)
+            delta *= hp.mu1
+            delta -= step
+            numpy.multiply(delta, hp.lr, out=step)
+            theta += step
         parallel_elementwise(update, *arrays)
 
     def update_core_gpu(self, param):

@@ -88,19 +88,25 @@ CONV_CASES = [
 
 
 def _onednn_or_skip(path):
-    if path == 'onednn' and not onednn.available():
+    if path.startswith('onednn') and not onednn.available():
         pytest.skip('oneDNN is not installed')
 
 
 @pytest.mark.parametrize('case', CONV_CASES)
 @pytest.mark.parametrize('layout', ['nchw', 'channel-major', 'strided'])
 @pytest.mark.parametrize('bias', [False, True])
-@pytest.mark.parametrize('path', ['onednn', 'numpy', 'numpy-chunked'])
+@pytest.mark.parametrize('path', ['onednn', 'onednn-gemm', 'numpy',
+                                  'numpy-chunked'])
 def test_convolution_matches_chainer(case, layout, bias, path, monkeypatch):
     _onednn_or_skip(path)
-    if path == 'onednn':  # every layer, however small
-        monkeypatch.setattr(convolution_module, 'ONEDNN_MIN_PIXELS', 0)
-        monkeypatch.setattr(convolution_module, 'ONEDNN_MIN_PIXELS_1X1', 0)
+    # 'onednn': direct convolutions on every layer, however small;
+    # 'onednn-gemm': the GEMMs of im2col columns, by oneDNN's sgemm.
+    min_pixels = {'onednn': 0, 'onednn-gemm': 10 ** 9}.get(path)
+    if min_pixels is not None:
+        monkeypatch.setattr(convolution_module, 'ONEDNN_MIN_PIXELS',
+                            min_pixels)
+        monkeypatch.setattr(convolution_module, 'ONEDNN_MIN_PIXELS_1X1',
+                            min_pixels)
     if path == 'numpy-chunked':  # one image per im2col chunk
         monkeypatch.setattr(convolution_module, 'CHUNK_BYTES', 1)
     monkeypatch.setattr(onednn, '_primitives', {})
@@ -115,7 +121,7 @@ def test_convolution_matches_chainer(case, layout, bias, path, monkeypatch):
         arrays.append(rng.standard_normal(out_c).astype(numpy.float32))
     expected, _ = _run(
         lambda *a: F.convolution_2d(*a, stride=stride, pad=pad), arrays)
-    with chainer.using_config('cpu_onednn', path == 'onednn'):
+    with chainer.using_config('cpu_onednn', path.startswith('onednn')):
         actual, y = _run(
             lambda *a: functions.convolution_2d(*a, stride=stride, pad=pad),
             arrays)
@@ -127,6 +133,26 @@ def test_convolution_matches_chainer(case, layout, bias, path, monkeypatch):
     assert len(onednn._primitives) == (
         3 if path == 'onednn' and not strided_1x1 else 0)
     _assert_same(expected, actual)
+
+
+@pytest.mark.parametrize('m, k, n', [(5, 7, 3), (64, 300, 129), (1, 1, 1),
+                                     (3, 0, 4), (0, 2, 3)])
+def test_onednn_matmul_matches_numpy(m, k, n):
+    _onednn_or_skip('onednn')
+    rng = numpy.random.RandomState(4)
+    a = rng.standard_normal((m, k)).astype(numpy.float32)
+    b = rng.standard_normal((k, n)).astype(numpy.float32)
+    # Plain, transposed, and strided in both axes (copied) operands.
+    wide = numpy.zeros((2 * k, 2 * n), numpy.float32)
+    wide[::2, ::2] = b
+    for a_ in (a, numpy.asfortranarray(a)):
+        for b_ in (b, numpy.asfortranarray(b), wide[::2, ::2]):
+            numpy.testing.assert_allclose(onednn.matmul(a_, b_), a.dot(b),
+                                          **TOL32)
+    out = numpy.full((m, n + 5), 7, numpy.float32)
+    onednn.matmul(a, b, out[:, 2:2 + n])
+    numpy.testing.assert_allclose(out[:, 2:2 + n], a.dot(b), **TOL32)
+    assert (out[:, :2] == 7).all() and (out[:, 2 + n:] == 7).all()
 
 
 def test_onednn_is_loaded_where_its_wheel_installs():
