@@ -5,6 +5,8 @@
  *         m = mu2 m + (1 - mu2) g^2
  *         delta = mu1 delta - (alpha_sgd + alpha_rmsprop / (sqrt(m) + eps)) g
  *         theta += lr delta
+ *     weight_decay(g, theta, rate)
+ *         g += rate theta
  *     bn_forward(x, gamma, beta, eps, y, mean, var, inv_std)
  *         per row c of x (C, M): mean, var (biased), inv_std = 1/sqrt(var+eps)
  *         y = gamma (x - mean) inv_std + beta
@@ -72,6 +74,13 @@ static void rmsprop_loop(float *theta, const float *g, float *m, float *delta,
             theta[i] += d * lr;
         }
     }
+}
+
+CLONES
+static void decay_loop(float *g, const float *theta, float rate,
+                       Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; ++i)
+        g[i] += theta[i] * rate;
 }
 
 CLONES
@@ -229,6 +238,31 @@ static PyObject *py_rmsprop_warmup(PyObject *self, PyObject *args) {
     return finish(v, 4, ok);
 }
 
+static PyObject *py_weight_decay(PyObject *self, PyObject *args) {
+    /* g, theta */
+    Py_buffer v[2];
+    double rate;
+    int ok;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O&O&d:weight_decay", out_floats, &v[0],
+                          in_floats, &v[1], &rate))
+        return NULL;
+    ok = LEN(v[1]) == LEN(v[0]);
+    if (ok) {
+        float *g = v[0].buf;
+        const float *theta = v[1].buf;
+        Py_BEGIN_ALLOW_THREADS
+#pragma omp parallel if (LEN(v[0]) >= PARALLEL_MIN)
+        {
+            Py_ssize_t lo, hi;
+            share(LEN(v[0]), &lo, &hi);
+            decay_loop(g + lo, theta + lo, (float)rate, hi - lo);
+        }
+        Py_END_ALLOW_THREADS
+    }
+    return finish(v, 2, ok);
+}
+
 static PyObject *py_bn_forward(PyObject *self, PyObject *args) {
     /* x, gamma, beta, y, mean, var, inv_std */
     Py_buffer v[7];
@@ -352,6 +386,8 @@ static PyMethodDef kernels_methods[] = {
     {"rmsprop_warmup", py_rmsprop_warmup, METH_VARARGS,
      "rmsprop_warmup(theta, g, m, delta, lr, mu1, mu2, eps, alpha_sgd, "
      "alpha_rmsprop): the RMSprop warm-up update in place."},
+    {"weight_decay", py_weight_decay, METH_VARARGS,
+     "weight_decay(g, theta, rate): g += rate theta in place."},
     {"bn_forward", py_bn_forward, METH_VARARGS,
      "bn_forward(x, gamma, beta, eps, y, mean, var, inv_std): batch "
      "normalization of the rows of x into y, with their statistics."},
@@ -367,7 +403,8 @@ static PyMethodDef kernels_methods[] = {
 
 static struct PyModuleDef kernels_module = {
     PyModuleDef_HEAD_INIT, "_kernels",
-    "Single-pass float32 loops of the RMSprop warm-up update, of batch "
+    "Single-pass float32 loops of the RMSprop warm-up update, of weight "
+    "decay, of batch "
     "normalization over contiguous channel rows and of ReLU.",
     -1, kernels_methods, NULL, NULL, NULL, NULL
 };

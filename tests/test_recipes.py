@@ -323,7 +323,8 @@ def test_two_process_akiba2017_logs_the_scheduled_values(mpirun, tmp_path):
 
 @pytest.mark.parametrize('order', ['C', 'F'])
 def test_weight_decay_matches_chainer_hook_on_large_params(order):
-    """The blocked in-place decay adds ``rate * theta`` like Chainer's."""
+    """The in-place decay adds ``rate * theta`` as Chainer's hook does, bit
+    for bit: in the C loop (C order) and on NumPy blocks (F order)."""
     theta = numpy.random.RandomState(4).randn(401, 733).astype(numpy.float32)
     grads = {}
     for name, hook in (('ours', WeightDecay(0.01)),
