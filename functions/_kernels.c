@@ -17,9 +17,18 @@
  *         y = max(a + b, 0)  (the residual block's output), or max(a, 0)
  *     relu_grad(gx, gy, y)
  *         gx = gy where y > 0, else 0
+ *     max_pool(x, y, winner, tap_index, h, w, out_h, out_w, kh, kw, sy, sx,
+ *              ph, pw)
+ *         per plane of x (P, h, w): y (P, out_h, out_w) the maximum over
+ *         the window's taps inside x, winner (uint8) the first winning
+ *         tap's number in tap_index (uint8, kh kw: its index in the list of
+ *         taps that see any input); -inf and 0 where none is inside
+ *     max_pool_grad(gy, winner, tap_index, gx, <the same ten sizes>)
+ *         gx (P, h, w) = sum of gy over the outputs a pixel won
  *
- * Arguments are C-contiguous float32 buffers; x, y, gy, gx hold C rows of
- * M values, C being the length of gamma.  The update does NumPy's float32
+ * Arguments are C-contiguous float32 buffers (winner and tap_index: uint8);
+ * in batch normalization x, y, gy, gx hold C rows of M values, C being the
+ * length of gamma.  The update does NumPy's float32
  * operations in NumPy's order (no contraction into FMA), so it gives the
  * bits of the NumPy path; batch normalization sums in double, the variance
  * over x - mean.  On x86-64 every loop is compiled for AVX2 and for the
@@ -151,6 +160,76 @@ static void relu_grad_loop(float *gx, const float *gy, const float *y,
         gx[i] = y[i] > 0 ? gy[i] : 0;
 }
 
+/* Output pixels p (of a side of out) whose tap at offset t (i - pad) is
+ * inside a side of size: [lo, hi). */
+static void inside(Py_ssize_t t, Py_ssize_t stride, Py_ssize_t size,
+                   Py_ssize_t out, Py_ssize_t *lo, Py_ssize_t *hi) {
+    Py_ssize_t a = t < 0 ? (-t + stride - 1) / stride : 0;
+    Py_ssize_t b = size - 1 - t < 0 ? 0 : (size - 1 - t) / stride + 1;
+    *lo = a;
+    *hi = b < out ? b : out;
+}
+
+typedef struct {
+    Py_ssize_t h, w, oh, ow, kh, kw, sy, sx, ph, pw;
+} Window;
+
+static void max_pool_plane(const float *x, float *y, unsigned char *winner,
+                           const unsigned char *tap_index, const Window *g) {
+    for (Py_ssize_t i = 0; i < g->oh * g->ow; ++i) {
+        y[i] = -INFINITY;
+        winner[i] = 0;
+    }
+    /* Taps in raster order, so the first maximum is kept; a NaN wins and
+     * stays, as the maximum of NumPy. */
+    for (Py_ssize_t i = 0; i < g->kh; ++i) {
+        Py_ssize_t p0, p1;
+        inside(i - g->ph, g->sy, g->h, g->oh, &p0, &p1);
+        for (Py_ssize_t j = 0; j < g->kw; ++j) {
+            Py_ssize_t q0, q1;
+            unsigned char k = tap_index[i * g->kw + j];
+            inside(j - g->pw, g->sx, g->w, g->ow, &q0, &q1);
+            for (Py_ssize_t p = p0; p < p1; ++p) {
+                const float *row = x + (p * g->sy + i - g->ph) * g->w
+                                   + j - g->pw;
+                float *yr = y + p * g->ow;
+                unsigned char *wr = winner + p * g->ow;
+                for (Py_ssize_t q = q0; q < q1; ++q) {
+                    float v = row[q * g->sx];
+                    if (v > yr[q] || (v != v && yr[q] == yr[q])) {
+                        yr[q] = v;
+                        wr[q] = k;
+                    }
+                }
+            }
+        }
+    }
+}
+
+static void max_pool_grad_plane(const float *gy, const unsigned char *winner,
+                                const unsigned char *tap_index, float *gx,
+                                const Window *g) {
+    for (Py_ssize_t i = 0; i < g->h * g->w; ++i)
+        gx[i] = 0;
+    for (Py_ssize_t i = 0; i < g->kh; ++i) {
+        Py_ssize_t p0, p1;
+        inside(i - g->ph, g->sy, g->h, g->oh, &p0, &p1);
+        for (Py_ssize_t j = 0; j < g->kw; ++j) {
+            Py_ssize_t q0, q1;
+            unsigned char k = tap_index[i * g->kw + j];
+            inside(j - g->pw, g->sx, g->w, g->ow, &q0, &q1);
+            for (Py_ssize_t p = p0; p < p1; ++p) {
+                float *row = gx + (p * g->sy + i - g->ph) * g->w + j - g->pw;
+                const float *gr = gy + p * g->ow;
+                const unsigned char *wr = winner + p * g->ow;
+                for (Py_ssize_t q = q0; q < q1; ++q)
+                    if (wr[q] == k)
+                        row[q * g->sx] += gr[q];
+            }
+        }
+    }
+}
+
 /* The [lo, hi) share of n items of this thread of an OpenMP team. */
 static void share(Py_ssize_t n, Py_ssize_t *lo, Py_ssize_t *hi) {
 #ifdef _OPENMP
@@ -164,8 +243,9 @@ static void share(Py_ssize_t n, Py_ssize_t *lo, Py_ssize_t *hi) {
 
 /* ---- arguments -------------------------------------------------------- */
 
-/* PyArg "O&" converter: a C-contiguous float32 buffer, released on error. */
-static int get_floats(PyObject *obj, Py_buffer *view, int flags) {
+/* PyArg "O&" converter body: a C-contiguous buffer of the struct format
+ * `code` (float32 'f' or uint8 'B'), released on error. */
+static int get_typed(PyObject *obj, Py_buffer *view, int flags, char code) {
     const char *f;
     if (obj == NULL) {
         PyBuffer_Release(view);
@@ -177,9 +257,9 @@ static int get_floats(PyObject *obj, Py_buffer *view, int flags) {
     f = view->format;
     if (*f == '@' || *f == '=' || *f == (PY_LITTLE_ENDIAN ? '<' : '>'))
         ++f;
-    if (view->itemsize != 4 || f[0] != 'f' || f[1] != '\0') {
-        PyErr_Format(PyExc_TypeError, "expected float32, got format '%s'",
-                     view->format);
+    if (f[0] != code || f[1] != '\0') {
+        PyErr_Format(PyExc_TypeError, "expected %s, got format '%s'",
+                     code == 'f' ? "float32" : "uint8", view->format);
         PyBuffer_Release(view);
         return 0;
     }
@@ -187,23 +267,32 @@ static int get_floats(PyObject *obj, Py_buffer *view, int flags) {
 }
 
 static int in_floats(PyObject *obj, void *view) {
-    return get_floats(obj, view, PyBUF_SIMPLE);
+    return get_typed(obj, view, PyBUF_SIMPLE, 'f');
 }
 
 static int out_floats(PyObject *obj, void *view) {
-    return get_floats(obj, view, PyBUF_WRITABLE);
+    return get_typed(obj, view, PyBUF_WRITABLE, 'f');
+}
+
+static int in_bytes(PyObject *obj, void *view) {
+    return get_typed(obj, view, PyBUF_SIMPLE, 'B');
+}
+
+static int out_bytes(PyObject *obj, void *view) {
+    return get_typed(obj, view, PyBUF_WRITABLE, 'B');
 }
 
 #define LEN(view) ((view).len / 4)
 
-/* Releases `count` buffers; with `ok` false, first raises a length error. */
+/* Releases `count` buffers; with `ok` 0, first raises a length error;
+ * with `ok` negative, an error is already set. */
 static PyObject *finish(Py_buffer *views, int count, int ok) {
     for (int i = 0; i < count; ++i)
         PyBuffer_Release(&views[i]);
-    if (!ok) {
+    if (ok == 0)
         PyErr_SetString(PyExc_ValueError, "buffer lengths do not match");
+    if (ok <= 0)
         return NULL;
-    }
     Py_RETURN_NONE;
 }
 
@@ -382,6 +471,81 @@ static PyObject *py_relu_grad(PyObject *self, PyObject *args) {
     return finish(v, 3, ok);
 }
 
+/* Whether x (P planes of h w floats), y and winner (P planes of out_h
+ * out_w floats and bytes) and tap_index (kh kw bytes) fit the window (1 or
+ * 0); sets *planes.  -1, with ValueError raised, for an invalid window. */
+static int window_fits(const Py_buffer *x, const Py_buffer *y,
+                       const Py_buffer *winner, const Py_buffer *tap_index,
+                       const Window *g, Py_ssize_t *planes) {
+    Py_ssize_t in = g->h * g->w, out = g->oh * g->ow;
+    if (g->h < 1 || g->w < 1 || g->oh < 0 || g->ow < 0 || g->kh < 1
+        || g->kw < 1 || g->sy < 1 || g->sx < 1 || g->kh * g->kw > 256) {
+        PyErr_SetString(PyExc_ValueError, "invalid pooling window");
+        return -1;
+    }
+    *planes = LEN(*x) / in;
+    return LEN(*x) == *planes * in && LEN(*y) == *planes * out
+           && winner->len == *planes * out && tap_index->len == g->kh * g->kw;
+}
+
+#define WINDOW_ARGS(g) &(g).h, &(g).w, &(g).oh, &(g).ow, &(g).kh, &(g).kw, \
+    &(g).sy, &(g).sx, &(g).ph, &(g).pw
+
+static PyObject *py_max_pool(PyObject *self, PyObject *args) {
+    /* x, y, winner, tap_index */
+    Py_buffer v[4];
+    Window g;
+    Py_ssize_t planes;
+    int ok;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O&O&O&O&nnnnnnnnnn:max_pool",
+                          in_floats, &v[0], out_floats, &v[1],
+                          out_bytes, &v[2], in_bytes, &v[3], WINDOW_ARGS(g)))
+        return NULL;
+    ok = window_fits(&v[0], &v[1], &v[2], &v[3], &g, &planes);
+    if (ok > 0) {
+        const float *x = v[0].buf;
+        float *y = v[1].buf;
+        unsigned char *winner = v[2].buf;
+        const unsigned char *tap_index = v[3].buf;
+        Py_ssize_t in = g.h * g.w, out = g.oh * g.ow;
+        Py_BEGIN_ALLOW_THREADS
+#pragma omp parallel for schedule(static) if (planes * in >= PARALLEL_MIN)
+        for (Py_ssize_t k = 0; k < planes; ++k)
+            max_pool_plane(x + k * in, y + k * out, winner + k * out,
+                           tap_index, &g);
+        Py_END_ALLOW_THREADS
+    }
+    return finish(v, 4, ok);
+}
+
+static PyObject *py_max_pool_grad(PyObject *self, PyObject *args) {
+    /* gy, winner, tap_index, gx */
+    Py_buffer v[4];
+    Window g;
+    Py_ssize_t planes;
+    int ok;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O&O&O&O&nnnnnnnnnn:max_pool_grad",
+                          in_floats, &v[0], in_bytes, &v[1],
+                          in_bytes, &v[2], out_floats, &v[3], WINDOW_ARGS(g)))
+        return NULL;
+    ok = window_fits(&v[3], &v[0], &v[1], &v[2], &g, &planes);
+    if (ok > 0) {
+        const float *gy = v[0].buf;
+        const unsigned char *winner = v[1].buf, *tap_index = v[2].buf;
+        float *gx = v[3].buf;
+        Py_ssize_t in = g.h * g.w, out = g.oh * g.ow;
+        Py_BEGIN_ALLOW_THREADS
+#pragma omp parallel for schedule(static) if (planes * in >= PARALLEL_MIN)
+        for (Py_ssize_t k = 0; k < planes; ++k)
+            max_pool_grad_plane(gy + k * out, winner + k * out, tap_index,
+                                gx + k * in, &g);
+        Py_END_ALLOW_THREADS
+    }
+    return finish(v, 4, ok);
+}
+
 static PyMethodDef kernels_methods[] = {
     {"rmsprop_warmup", py_rmsprop_warmup, METH_VARARGS,
      "rmsprop_warmup(theta, g, m, delta, lr, mu1, mu2, eps, alpha_sgd, "
@@ -398,6 +562,12 @@ static PyMethodDef kernels_methods[] = {
      "relu(y, a[, b]): y = max(a + b, 0), or max(a, 0)."},
     {"relu_grad", py_relu_grad, METH_VARARGS,
      "relu_grad(gx, gy, y): gx = gy where y > 0, else 0."},
+    {"max_pool", py_max_pool, METH_VARARGS,
+     "max_pool(x, y, winner, tap_index, h, w, out_h, out_w, kh, kw, sy, sx, "
+     "ph, pw): max pooling of the planes of x, with the winning taps."},
+    {"max_pool_grad", py_max_pool_grad, METH_VARARGS,
+     "max_pool_grad(gy, winner, tap_index, gx, h, w, out_h, out_w, kh, kw, "
+     "sy, sx, ph, pw): its input gradient."},
     {NULL, NULL, 0, NULL}
 };
 
@@ -405,7 +575,8 @@ static struct PyModuleDef kernels_module = {
     PyModuleDef_HEAD_INIT, "_kernels",
     "Single-pass float32 loops of the RMSprop warm-up update, of weight "
     "decay, of batch "
-    "normalization over contiguous channel rows and of ReLU.",
+    "normalization over contiguous channel rows, of ReLU and of max "
+    "pooling.",
     -1, kernels_methods, NULL, NULL, NULL, NULL
 };
 

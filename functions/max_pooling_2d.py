@@ -2,11 +2,13 @@
 
 Chainer's CPU max pooling pads the input with -inf, builds a (N, C, kh, kw,
 Ho, Wo) im2col array, takes its argmax and scatters the gradient back with
-col2im. Here ``y = max(y, x[tap])`` is updated in place tap by tap, then
-the index of the first winning tap is found with uint8 arithmetic (masked
-NumPy assignments, ``copyto(where=)``, run at under 1 GB/s), on L2-sized
-blocks of channels in parallel; the backward pass adds ``gy`` into the
-input-gradient slice of each tap where that tap won.
+col2im. Here ``y = max(y, x[tap])`` is updated in place tap by tap, keeping
+the number (uint8) of the first winning tap; the backward pass adds ``gy``
+into the input-gradient slice of each tap where that tap won. For float32
+the C loops of ``functions._kernels`` do it per (channel, image) plane on
+OpenMP threads; otherwise NumPy does it on L2-sized blocks of channels in
+parallel, finding the winners with uint8 arithmetic (masked NumPy
+assignments, ``copyto(where=)``, run at under 1 GB/s).
 """
 import numpy
 
@@ -20,7 +22,27 @@ from functions.channel_major import nchw
 from functions.channel_major import pair
 from functions.channel_major import tap_ranges
 from functions.cpu_runtime import fast_paths_enabled
+from functions.cpu_runtime import native_kernels
 from functions.cpu_runtime import parallel_blocks
+
+
+def _pool(xs, ys, ws, taps):
+    """NumPy max pooling of channel blocks: ``ys`` (from -inf) the maximum
+    over ``taps``, ``ws`` (from 0) the number of the first winning one."""
+    for dst, src in taps:
+        numpy.maximum(ys[dst], xs[src], out=ys[dst])
+    # Last writer wins: walk the taps backwards so that the first maximum
+    # is kept, as Chainer's argmax does.
+    won = numpy.empty(ys.shape, bool)
+    step = numpy.empty(ys.shape, numpy.uint8)
+    for k in reversed(range(len(taps))):
+        dst, src = taps[k]
+        wk, uk, sk = won[dst], ws[dst], step[dst]
+        numpy.equal(xs[src], ys[dst], out=wk)
+        # ws = k where won: ws + won (k - ws), modulo 256.
+        numpy.subtract(k, uk, out=sk, dtype=numpy.uint8)
+        sk *= wk.view(numpy.uint8)
+        uk += sk
 
 
 class MaxPooling2D(function_node.FunctionNode):
@@ -44,35 +66,32 @@ class MaxPooling2D(function_node.FunctionNode):
                                       self.cover_all)
         out_w = conv.get_conv_outsize(w, self.kw, self.sx, self.pw,
                                       self.cover_all)
-        xc = x.transpose(1, 0, 2, 3)
-        y = numpy.full((c, n, out_h, out_w), -numpy.inf, x.dtype)
         taps = tap_ranges(self.kh, self.kw, self.sy, self.sx, self.ph,
                           self.pw, h, w, out_h, out_w)
         if len(taps) > 255:
             raise ValueError('max_pooling_2d: at most 255 kernel taps, got '
                              '{}'.format(len(taps)))
-        winner = numpy.zeros(y.shape, numpy.uint8)
-        # (dst, src) index all four axes of a block of channels.
-        taps = [((slice(None),) + dst, (slice(None),) + src)
-                for _, _, dst, src in taps]
-
-        def pool(s):
-            xs, ys, ws = xc[s], y[s], winner[s]
-            for dst, src in taps:
-                numpy.maximum(ys[dst], xs[src], out=ys[dst])
-            # Last writer wins: walk the taps backwards so that the first
-            # maximum is kept, as Chainer's argmax does.
-            won = numpy.empty(ys.shape, bool)
-            step = numpy.empty(ys.shape, numpy.uint8)
-            for k in reversed(range(len(taps))):
-                dst, src = taps[k]
-                wk, uk, sk = won[dst], ws[dst], step[dst]
-                numpy.equal(xs[src], ys[dst], out=wk)
-                # ws = k where won: ws + won (k - ws), modulo 256.
-                numpy.subtract(k, uk, out=sk, dtype=numpy.uint8)
-                sk *= wk.view(numpy.uint8)
-                uk += sk
-        parallel_blocks(pool, c, y[0].nbytes)
+        xc = channel_major(x)
+        y = numpy.empty((c, n, out_h, out_w), x.dtype)
+        winner = numpy.empty(y.shape, numpy.uint8)
+        self.kernels = native_kernels(xc, y)
+        if self.kernels is not None:
+            # Each tap's number in ``taps`` (255: it sees no input).
+            self.tap_index = numpy.full(self.kh * self.kw, 255, numpy.uint8)
+            for k, (i, j, _, _) in enumerate(taps):
+                self.tap_index[i * self.kw + j] = k
+            self.window = (h, w, out_h, out_w, self.kh, self.kw, self.sy,
+                           self.sx, self.ph, self.pw)
+            self.kernels.max_pool(xc, y, winner, self.tap_index,
+                                  *self.window)
+        else:
+            y.fill(-numpy.inf)
+            winner.fill(0)
+            # (dst, src) index all four axes of a block of channels.
+            taps = [((slice(None),) + dst, (slice(None),) + src)
+                    for _, _, dst, src in taps]
+            parallel_blocks(lambda s: _pool(xc[s], y[s], winner[s], taps),
+                            c, y[0].nbytes)
         self.x_shape = x.shape
         self.taps = taps
         self.winner = winner
@@ -92,6 +111,11 @@ class MaxPooling2DGrad(function_node.FunctionNode):
         p = self.pooling
         gyc = channel_major(inputs[0])
         n, c, h, w = p.x_shape
+        if p.kernels is not None:
+            gx = numpy.empty((c, n, h, w), gyc.dtype)
+            p.kernels.max_pool_grad(gyc, p.winner, p.tap_index, gx,
+                                    *p.window)
+            return nchw(gx),
         gx = numpy.zeros((c, n, h, w), gyc.dtype)
 
         def scatter(s):

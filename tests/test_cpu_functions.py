@@ -344,6 +344,24 @@ def test_batch_normalization_keeps_chainers_statistics(kernels):
     (lambda k: k.relu_grad(numpy.zeros(6, numpy.float32), numpy.zeros(6),
                            numpy.zeros(6, numpy.float32)), TypeError,
      'float32'),
+    (lambda k: k.max_pool(numpy.zeros(8, numpy.float32),
+                          numpy.zeros(2, numpy.float32),
+                          numpy.zeros(2, numpy.float32),
+                          numpy.zeros(4, numpy.uint8),
+                          2, 2, 1, 1, 2, 2, 2, 2, 0, 0), TypeError,
+     'uint8'),
+    (lambda k: k.max_pool(numpy.zeros(8, numpy.float32),
+                          numpy.zeros(2, numpy.float32),
+                          numpy.zeros(2, numpy.uint8),
+                          numpy.zeros(4, numpy.uint8),
+                          2, 2, 1, 1, 2, 2, 0, 2, 0, 0), ValueError,
+     'window'),
+    (lambda k: k.max_pool_grad(numpy.zeros(3, numpy.float32),
+                               numpy.zeros(2, numpy.uint8),
+                               numpy.zeros(4, numpy.uint8),
+                               numpy.zeros(8, numpy.float32),
+                               2, 2, 1, 1, 2, 2, 2, 2, 0, 0), ValueError,
+     'lengths'),
 ])
 def test_kernels_reject_bad_buffers(call, error, message):
     with pytest.raises(error, match=message):
@@ -415,10 +433,12 @@ def test_batch_normalization_link_is_chainers():
     ((1, 4, 8, 7), 2, None, 0, True),
     ((2, 2, 7, 7), 3, 1, 1, True),
     ((2, 3, 11, 10), 3, 2, 1, True),
+    ((4, 16, 33, 30), 3, 2, 1, False),  # split over threads
+    ((1, 2, 3, 3), 3, 2, 2, True),      # windows wholly in the padding
 ])
 @pytest.mark.parametrize('layout', ['nchw', 'channel-major'])
 def test_max_pooling_matches_chainer(shape, k, stride, pad, cover_all,
-                                     layout):
+                                     layout, kernels):
     rng = numpy.random.RandomState(10)
     x = rng.standard_normal(shape).astype(numpy.float32)
     x[0, 0, :3, :3] = 1.0  # ties: the first maximum gets the gradient
