@@ -13,9 +13,11 @@ setup(
     # compiler communicators.half_conversion falls back to NumPy.
     ext_modules=[Extension('communicators._half', ['communicators/_half.c'],
                            extra_compile_args=['-O3'], optional=True),
-                 # Single-pass update and batch normalization loops; optional:
-                 # without them the optimizer and functions use NumPy. No FMA
-                 # contraction, so the update keeps NumPy's float32 rounding.
+                 # Single-pass update, weight decay, batch normalization, ReLU
+                 # and max pooling loops on OpenMP threads (oneDNN's pool);
+                 # optional: without them the optimizer and functions use
+                 # NumPy. No FMA contraction, so the update keeps NumPy's
+                 # float32 rounding.
                  Extension('functions._kernels', ['functions/_kernels.c'],
                            extra_compile_args=['-O3', '-fno-math-errno',
                                                '-ffp-contract=off',

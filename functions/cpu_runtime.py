@@ -9,15 +9,19 @@ working set in again, the kernel zeroing each page. Raising the mmap and
 trim thresholds (:func:`configure`) keeps freed buffers in the heap so that
 the next step reuses them.
 
-Threads. NumPy's element-wise loops are single-threaded but release the
-GIL, so :func:`parallel_for` and :func:`parallel_blocks` run blocks of
-whole channels on as many threads as BLAS uses (:func:`num_threads`).
-
 C loops. Where setup.py has built the ``functions._kernels`` extension,
-:func:`native_kernels` hands it the float32 work of the optimizer update and
-of batch normalization: each block is read once or twice, with no
-temporaries, instead of once per NumPy operation. It releases the GIL, so
-it runs on the same threads.
+:func:`native_kernels` hands it the float32 work of the optimizer update,
+weight decay, batch normalization, ReLU and max pooling: each array is
+read once or twice, with no temporaries, instead of once per NumPy
+operation. The loops split their arrays over OpenMP threads, the pool that
+oneDNN's convolutions use too: one pool for the whole step, whose threads,
+spinning between parallel regions, pick up the next one at once instead
+of taking the cores from a second pool.
+
+Threads. NumPy's element-wise loops are single-threaded but release the
+GIL, so where the C loops do not apply :func:`parallel_for` and
+:func:`parallel_blocks` run blocks of whole channels on as many Python
+threads as OpenMP uses (:func:`num_threads`).
 """
 import concurrent.futures
 import ctypes
