@@ -174,60 +174,68 @@ typedef struct {
     Py_ssize_t h, w, oh, ow, kh, kw, sy, sx, ph, pw;
 } Window;
 
+/* A kernel tap (i, j) that sees some input: its number in tap_index, the
+ * output rows [p0, p1) and columns [q0, q1) it sees, and the input offset
+ * (i - ph) w + j - pw of output pixel (0, 0)'s read. */
+typedef struct {
+    Py_ssize_t p0, p1, q0, q1, offset;
+    unsigned char k;
+} Tap;
+
+/* Fills taps (room for kh kw) in raster order; returns how many. */
+static Py_ssize_t taps_of(const Window *g, const unsigned char *tap_index,
+                          Tap *taps) {
+    Py_ssize_t count = 0;
+    for (Py_ssize_t i = 0; i < g->kh; ++i)
+        for (Py_ssize_t j = 0; j < g->kw; ++j) {
+            Tap *t = &taps[count];
+            inside(i - g->ph, g->sy, g->h, g->oh, &t->p0, &t->p1);
+            inside(j - g->pw, g->sx, g->w, g->ow, &t->q0, &t->q1);
+            t->offset = (i - g->ph) * g->w + j - g->pw;
+            t->k = tap_index[i * g->kw + j];
+            count += t->p0 < t->p1 && t->q0 < t->q1;
+        }
+    return count;
+}
+
 static void max_pool_plane(const float *x, float *y, unsigned char *winner,
-                           const unsigned char *tap_index, const Window *g) {
+                           const Tap *taps, Py_ssize_t count,
+                           const Window *g) {
     for (Py_ssize_t i = 0; i < g->oh * g->ow; ++i) {
         y[i] = -INFINITY;
         winner[i] = 0;
     }
     /* Taps in raster order, so the first maximum is kept; a NaN wins and
      * stays, as the maximum of NumPy. */
-    for (Py_ssize_t i = 0; i < g->kh; ++i) {
-        Py_ssize_t p0, p1;
-        inside(i - g->ph, g->sy, g->h, g->oh, &p0, &p1);
-        for (Py_ssize_t j = 0; j < g->kw; ++j) {
-            Py_ssize_t q0, q1;
-            unsigned char k = tap_index[i * g->kw + j];
-            inside(j - g->pw, g->sx, g->w, g->ow, &q0, &q1);
-            for (Py_ssize_t p = p0; p < p1; ++p) {
-                const float *row = x + (p * g->sy + i - g->ph) * g->w
-                                   + j - g->pw;
-                float *yr = y + p * g->ow;
-                unsigned char *wr = winner + p * g->ow;
-                for (Py_ssize_t q = q0; q < q1; ++q) {
-                    float v = row[q * g->sx];
-                    if (v > yr[q] || (v != v && yr[q] == yr[q])) {
-                        yr[q] = v;
-                        wr[q] = k;
-                    }
+    for (const Tap *t = taps; t < taps + count; ++t)
+        for (Py_ssize_t p = t->p0; p < t->p1; ++p) {
+            const float *xr = x + p * g->sy * g->w + t->offset;
+            float *yr = y + p * g->ow;
+            unsigned char *wr = winner + p * g->ow;
+            for (Py_ssize_t q = t->q0; q < t->q1; ++q) {
+                float v = xr[q * g->sx];
+                if (v > yr[q] || (v != v && yr[q] == yr[q])) {
+                    yr[q] = v;
+                    wr[q] = t->k;
                 }
             }
         }
-    }
 }
 
 static void max_pool_grad_plane(const float *gy, const unsigned char *winner,
-                                const unsigned char *tap_index, float *gx,
+                                float *gx, const Tap *taps, Py_ssize_t count,
                                 const Window *g) {
     for (Py_ssize_t i = 0; i < g->h * g->w; ++i)
         gx[i] = 0;
-    for (Py_ssize_t i = 0; i < g->kh; ++i) {
-        Py_ssize_t p0, p1;
-        inside(i - g->ph, g->sy, g->h, g->oh, &p0, &p1);
-        for (Py_ssize_t j = 0; j < g->kw; ++j) {
-            Py_ssize_t q0, q1;
-            unsigned char k = tap_index[i * g->kw + j];
-            inside(j - g->pw, g->sx, g->w, g->ow, &q0, &q1);
-            for (Py_ssize_t p = p0; p < p1; ++p) {
-                float *row = gx + (p * g->sy + i - g->ph) * g->w + j - g->pw;
-                const float *gr = gy + p * g->ow;
-                const unsigned char *wr = winner + p * g->ow;
-                for (Py_ssize_t q = q0; q < q1; ++q)
-                    if (wr[q] == k)
-                        row[q * g->sx] += gr[q];
-            }
+    for (const Tap *t = taps; t < taps + count; ++t)
+        for (Py_ssize_t p = t->p0; p < t->p1; ++p) {
+            float *gxr = gx + p * g->sy * g->w + t->offset;
+            const float *gyr = gy + p * g->ow;
+            const unsigned char *wr = winner + p * g->ow;
+            for (Py_ssize_t q = t->q0; q < t->q1; ++q)
+                if (wr[q] == t->k)
+                    gxr[q * g->sx] += gyr[q];
         }
-    }
 }
 
 /* The [lo, hi) share of n items of this thread of an OpenMP team. */
@@ -507,13 +515,14 @@ static PyObject *py_max_pool(PyObject *self, PyObject *args) {
         const float *x = v[0].buf;
         float *y = v[1].buf;
         unsigned char *winner = v[2].buf;
-        const unsigned char *tap_index = v[3].buf;
         Py_ssize_t in = g.h * g.w, out = g.oh * g.ow;
+        Tap taps[256];
+        Py_ssize_t count = taps_of(&g, v[3].buf, taps);
         Py_BEGIN_ALLOW_THREADS
 #pragma omp parallel for schedule(static) if (planes * in >= PARALLEL_MIN)
         for (Py_ssize_t k = 0; k < planes; ++k)
-            max_pool_plane(x + k * in, y + k * out, winner + k * out,
-                           tap_index, &g);
+            max_pool_plane(x + k * in, y + k * out, winner + k * out, taps,
+                           count, &g);
         Py_END_ALLOW_THREADS
     }
     return finish(v, 4, ok);
@@ -533,14 +542,16 @@ static PyObject *py_max_pool_grad(PyObject *self, PyObject *args) {
     ok = window_fits(&v[3], &v[0], &v[1], &v[2], &g, &planes);
     if (ok > 0) {
         const float *gy = v[0].buf;
-        const unsigned char *winner = v[1].buf, *tap_index = v[2].buf;
+        const unsigned char *winner = v[1].buf;
         float *gx = v[3].buf;
         Py_ssize_t in = g.h * g.w, out = g.oh * g.ow;
+        Tap taps[256];
+        Py_ssize_t count = taps_of(&g, v[2].buf, taps);
         Py_BEGIN_ALLOW_THREADS
 #pragma omp parallel for schedule(static) if (planes * in >= PARALLEL_MIN)
         for (Py_ssize_t k = 0; k < planes; ++k)
-            max_pool_grad_plane(gy + k * out, winner + k * out, tap_index,
-                                gx + k * in, &g);
+            max_pool_grad_plane(gy + k * out, winner + k * out, gx + k * in,
+                                taps, count, &g);
         Py_END_ALLOW_THREADS
     }
     return finish(v, 4, ok);

@@ -313,6 +313,14 @@ def test_batch_normalization_keeps_chainers_statistics(kernels):
         numpy.testing.assert_allclose(a, e, rtol=1e-5)
 
 
+def _pooling(name, lengths, dtypes, stride=2):
+    """A call of the C loop ``name`` on zero buffers of these lengths and
+    dtypes, for a 2x2 window of stride ``stride`` over 2x2 planes."""
+    arrays = [numpy.zeros(n, d) for n, d in zip(lengths, dtypes)]
+    return lambda k: getattr(k, name)(*arrays, 2, 2, 1, 1, 2, 2, stride,
+                                      stride, 0, 0)
+
+
 @pytest.mark.skipif(cpu_runtime.kernels is None,
                     reason='functions._kernels is not built')
 @pytest.mark.parametrize('call, error, message', [
@@ -344,24 +352,10 @@ def test_batch_normalization_keeps_chainers_statistics(kernels):
     (lambda k: k.relu_grad(numpy.zeros(6, numpy.float32), numpy.zeros(6),
                            numpy.zeros(6, numpy.float32)), TypeError,
      'float32'),
-    (lambda k: k.max_pool(numpy.zeros(8, numpy.float32),
-                          numpy.zeros(2, numpy.float32),
-                          numpy.zeros(2, numpy.float32),
-                          numpy.zeros(4, numpy.uint8),
-                          2, 2, 1, 1, 2, 2, 2, 2, 0, 0), TypeError,
-     'uint8'),
-    (lambda k: k.max_pool(numpy.zeros(8, numpy.float32),
-                          numpy.zeros(2, numpy.float32),
-                          numpy.zeros(2, numpy.uint8),
-                          numpy.zeros(4, numpy.uint8),
-                          2, 2, 1, 1, 2, 2, 0, 2, 0, 0), ValueError,
+    (_pooling('max_pool', (8, 2, 2, 4), 'fffB'), TypeError, 'uint8'),
+    (_pooling('max_pool', (8, 2, 2, 4), 'ffBB', stride=0), ValueError,
      'window'),
-    (lambda k: k.max_pool_grad(numpy.zeros(3, numpy.float32),
-                               numpy.zeros(2, numpy.uint8),
-                               numpy.zeros(4, numpy.uint8),
-                               numpy.zeros(8, numpy.float32),
-                               2, 2, 1, 1, 2, 2, 2, 2, 0, 0), ValueError,
-     'lengths'),
+    (_pooling('max_pool_grad', (3, 2, 4, 8), 'fBBf'), ValueError, 'lengths'),
 ])
 def test_kernels_reject_bad_buffers(call, error, message):
     with pytest.raises(error, match=message):
