@@ -88,12 +88,12 @@ class MaxPooling2D(function_node.FunctionNode):
             y.fill(-numpy.inf)
             winner.fill(0)
             # (dst, src) index all four axes of a block of channels.
-            taps = [((slice(None),) + dst, (slice(None),) + src)
-                    for _, _, dst, src in taps]
-            parallel_blocks(lambda s: _pool(xc[s], y[s], winner[s], taps),
-                            c, y[0].nbytes)
+            self.taps = [((slice(None),) + dst, (slice(None),) + src)
+                         for _, _, dst, src in taps]
+            parallel_blocks(
+                lambda s: _pool(xc[s], y[s], winner[s], self.taps),
+                c, y[0].nbytes)
         self.x_shape = x.shape
-        self.taps = taps
         self.winner = winner
         return nchw(y),
 
