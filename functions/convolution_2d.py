@@ -49,6 +49,12 @@ ONEDNN_MIN_PIXELS = 16
 ONEDNN_MIN_PIXELS_1X1 = 64
 
 
+def _onednn_on(dtype):
+    """Whether oneDNN takes float32 work: loaded and not switched off."""
+    return (dtype == numpy.float32 and onednn.available()
+            and getattr(chainer.config, 'cpu_onednn', True))
+
+
 def _uses_onednn(x, W, stride, out_h, out_w):
     """Whether oneDNN convolves ``x``: float32, loaded, not switched off,
     and a layer where it pays.
@@ -59,8 +65,7 @@ def _uses_onednn(x, W, stride, out_h, out_w):
     docs/cpu_performance.md): those keep the NumPy GEMMs, as everything
     does with ``chainer.config.cpu_onednn = False``.
     """
-    if not (x.dtype == numpy.float32 and onednn.available()
-            and getattr(chainer.config, 'cpu_onednn', True)):
+    if not _onednn_on(x.dtype):
         return False
     if W.shape[2:] == (1, 1):
         return stride == (1, 1) and out_h * out_w >= ONEDNN_MIN_PIXELS_1X1
@@ -70,8 +75,7 @@ def _uses_onednn(x, W, stride, out_h, out_w):
 def _matmul(a, b, out=None):
     """``a @ b``: by oneDNN's GEMM where it convolves float32 (one thread
     pool for the whole step), else by NumPy's BLAS."""
-    if (a.dtype == numpy.float32 and onednn.available()
-            and getattr(chainer.config, 'cpu_onednn', True)):
+    if _onednn_on(a.dtype):
         return onednn.matmul(a, b, out)
     return numpy.matmul(a, b, out=out)
 
