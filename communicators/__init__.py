@@ -9,5 +9,5 @@ from communicators.factory import NAMES  # NOQA
 from communicators.half_conversion import add_half  # NOQA
 from communicators.half_conversion import to_float  # NOQA
 from communicators.half_conversion import to_half  # NOQA
-from communicators.non_finite import NonFiniteGradientError  # NOQA
 from communicators.ring_allreduce import HalfPrecisionRingAllreduce  # NOQA
+from communicators.initial_broadcast import broadcast_initial_parameters  # NOQA

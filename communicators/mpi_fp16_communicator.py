@@ -5,7 +5,7 @@ from chainermn.communicators.naive_communicator import NaiveCommunicator
 
 from communicators.gradients import named_gradients
 from communicators.half_conversion import to_float
-from communicators.non_finite import NonFiniteGradientError
+from errors import NonFiniteGradientError
 from communicators.ring_allreduce import HalfPrecisionRingAllreduce
 
 # A float16 is inf or NaN exactly when its magnitude bits reach 0x7c00:

@@ -15,7 +15,7 @@ from chainermn.communicators.pure_nccl_communicator import \
 from chainermn import nccl
 
 from communicators.gradients import named_gradients
-from communicators.non_finite import NonFiniteGradientError
+from errors import NonFiniteGradientError
 
 _FLOAT32 = numpy.dtype(numpy.float32)
 _FLOAT16 = numpy.dtype(numpy.float16)
@@ -36,7 +36,7 @@ def _count_non_finite():
 class PureNcclFp16Communicator(PureNcclCommunicator):
     """ChainerMN's ``pure_nccl`` with a scale-first float16 gradient mean.
 
-    Raises :class:`~communicators.NonFiniteGradientError` from
+    Raises :class:`~errors.NonFiniteGradientError` from
     ``multi_node_mean_grad`` on every worker alike when the mean holds inf
     or NaN. The check reads one number back from the GPU per update.
     """

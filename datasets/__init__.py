@@ -1,5 +1,5 @@
 """Input pipeline: ImageNet layouts, transforms and the training iterator."""
-from datasets.errors import InputError  # NOQA
+from errors import InputError  # NOQA
 from datasets.global_order_iterator import GlobalOrderIterator  # NOQA
 from datasets.image_list import check_labels  # NOQA
 from datasets.image_list import read_class_folders  # NOQA
@@ -9,3 +9,4 @@ from datasets.transforms import resize_for  # NOQA
 from datasets.transforms import TrainTransform  # NOQA
 from datasets.transforms import ValTransform  # NOQA
 from datasets.converter import SkippingConverter  # NOQA
+from datasets.validation import validation_iterator  # NOQA

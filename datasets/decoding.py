@@ -2,7 +2,7 @@
 import numpy
 from PIL import Image
 
-from datasets.errors import InputError
+from errors import InputError
 
 
 def load_square(path, side):

@@ -15,7 +15,7 @@ import multiprocessing
 import chainer
 import numpy
 
-from datasets.errors import InputError
+from errors import InputError
 
 _loader_state = {}
 

@@ -5,7 +5,7 @@ up front so that a typo fails before any training time is spent.
 """
 import os
 
-from datasets.errors import InputError
+from errors import InputError
 
 IMAGE_EXTENSIONS = ('.jpeg', '.jpg', '.png', '.bmp', '.ppm', '.gif', '.tif',
                     '.tiff', '.webp')

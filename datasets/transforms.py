@@ -10,7 +10,7 @@ import os
 import numpy
 
 from datasets.decoding import load_square
-from datasets.errors import InputError
+from errors import InputError
 
 #: Per-channel RGB mean of ImageNet's training set, in 0..255.
 IMAGENET_MEAN = numpy.array([123.675, 116.28, 103.53], dtype=numpy.float32)

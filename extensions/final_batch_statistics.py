@@ -6,11 +6,14 @@ evaluation and written by a snapshot, so they are synced just before either
 and once more at the end of training (the model a caller saves after
 ``trainer.run()``).
 """
+import numpy
+
+from chainer import backend
 from chainer import training
 from chainer.training import triggers as trigger_module
 
 from extensions.triggers import AnyOfTriggers
-from models.final_batch_normalization import sync_final_batch_statistics
+from models.final_batch_normalization import FinalBatchNormalization
 
 
 class SyncFinalBatchStatistics(training.Extension):
@@ -45,3 +48,29 @@ class SyncFinalBatchStatistics(training.Extension):
 
     def __call__(self, trainer):
         sync_final_batch_statistics(self.model, self.comm)
+
+
+def sync_final_batch_statistics(model, comm):
+    """Average the kept statistics of every FinalBatchNormalization in model.
+
+    All workers must call it together: it packs every such link's statistics
+    (in the sorted order of their paths) into one buffer and makes one
+    all-reduce of it through ``comm`` on the host. Returns the number of
+    links synced.
+    """
+    links = [link for _, link in sorted(model.namedlinks())
+             if isinstance(link, FinalBatchNormalization)]
+    arrays = [a for link in links for a in link.kept_statistics]
+    if not arrays:
+        return 0
+    host = numpy.concatenate(
+        [backend.CpuDevice().send(a).ravel() for a in arrays]).astype(
+            numpy.float64)
+    total = comm.allreduce(host)
+    total /= comm.size
+    offset = 0
+    for a in arrays:
+        part = total[offset:offset + a.size].reshape(a.shape)
+        a[...] = backend.get_device_from_array(a).send(part)
+        offset += a.size
+    return len(links)

@@ -16,7 +16,7 @@ from chainer.training import extension
 from chainer.training.extensions import snapshot_writers
 import numpy
 
-from datasets.errors import InputError
+from errors import InputError
 
 SNAPSHOT_PATTERN = 'snapshot_iter_{.updater.iteration}'
 _SNAPSHOT_NAME = re.compile(r'^snapshot_iter_(\d+)$')
@@ -73,6 +73,43 @@ def latest_snapshot(outdir):
             return path
         warnings.warn('skipping damaged snapshot {}'.format(path))
     return None
+
+
+def find_resume(resume, outdir, config, name='run_configuration'):
+    """The snapshot to resume from, or None to start afresh.
+
+    ``resume`` is a snapshot's path, ``'auto'`` for the newest intact one in
+    ``outdir`` (None if there is none yet), or None. The snapshot must match
+    ``config``, the :class:`RunConfiguration` registered under ``name``.
+    """
+    if resume is None:
+        return None
+    if resume == 'auto':
+        path = latest_snapshot(outdir)
+        if path is None:
+            return None
+    else:
+        path = resume
+        if not os.path.isfile(path):
+            raise InputError('--resume {}: no such file'.format(path))
+        if not is_intact(path):
+            raise InputError(
+                '--resume {}: damaged or incomplete snapshot'.format(path))
+    config.check(path, name)
+    return path
+
+
+def check_writable(outdir):
+    """Fail before training if ``outdir`` cannot be created or written."""
+    try:
+        os.makedirs(outdir, exist_ok=True)
+        probe = os.path.join(outdir, '.write_test')
+        with open(probe, 'w'):
+            pass
+        os.remove(probe)
+    except OSError as e:
+        raise InputError('--out {}: not writable ({})'.format(
+            outdir, e.strerror or e))
 
 
 class RunConfiguration(extension.Extension):

@@ -1,7 +1,8 @@
 """Model definitions."""
+from models import chainer_layers  # NOQA
 from models.final_batch_normalization import FinalBatchNormalization  # NOQA
-from models.final_batch_normalization import sync_final_batch_statistics  # NOQA
 from models.resnet50 import ResNet50  # NOQA
+from models.resnet50 import zero_init_residual  # NOQA
 
 archs = {
     'resnet50': ResNet50,

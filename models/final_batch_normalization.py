@@ -25,12 +25,10 @@ readings of the averaged variance:
 import numpy
 
 import chainer
-from chainer import backend
 from chainer import configuration
 import chainer.functions as F
 from chainer import variable
 
-import functions
 
 VARIANCES = ('mean', 'union')
 
@@ -52,10 +50,14 @@ class FinalBatchNormalization(chainer.Link):
             statistics average the calls of the latest window, so a worker
             that accumulates the gradients of K micro-batches per update
             keeps the statistics of all K.
+        batch_normalization: the training-mode function, with the arguments
+            of ``chainer.functions.batch_normalization`` (an engine's
+            drop-in, such as ``cpu_engine.batch_normalization``).
     """
 
     def __init__(self, size, eps=2e-5, initial_gamma=None, initial_beta=None,
-                 variance='mean', micro_batches=1):
+                 variance='mean', micro_batches=1,
+                 batch_normalization=F.batch_normalization):
         super(FinalBatchNormalization, self).__init__()
         if variance not in VARIANCES:
             raise ValueError(
@@ -68,6 +70,7 @@ class FinalBatchNormalization(chainer.Link):
         self.eps = eps
         self.variance = variance
         self.micro_batches = micro_batches
+        self.batch_normalization = batch_normalization
         self.calls_in_window = 0
         with self.init_scope():
             self.gamma = variable.Parameter(
@@ -102,7 +105,7 @@ class FinalBatchNormalization(chainer.Link):
         with chainer.using_device(self.device):
             mean = xp.zeros_like(self.batch_mean)
             var = xp.zeros_like(self.batch_var)
-        y = functions.batch_normalization(
+        y = self.batch_normalization(
             x, self.gamma, self.beta, eps=self.eps, running_mean=mean,
             running_var=var, decay=0.)
         if not configuration.config.in_recomputing:
@@ -120,33 +123,3 @@ class FinalBatchNormalization(chainer.Link):
                 kept[...] = new
             else:
                 kept += (new - kept) / c
-
-    def sync(self, comm):
-        """Replace the kept statistics by their average over all workers."""
-        sync_final_batch_statistics(self, comm)
-
-
-def sync_final_batch_statistics(model, comm):
-    """Average the kept statistics of every FinalBatchNormalization in model.
-
-    All workers must call it together: it packs every such link's statistics
-    (in the sorted order of their paths) into one buffer and makes one
-    all-reduce of it through ``comm`` on the host. Returns the number of
-    links synced.
-    """
-    links = [link for _, link in sorted(model.namedlinks())
-             if isinstance(link, FinalBatchNormalization)]
-    arrays = [a for link in links for a in link.kept_statistics]
-    if not arrays:
-        return 0
-    host = numpy.concatenate(
-        [backend.CpuDevice().send(a).ravel() for a in arrays]).astype(
-            numpy.float64)
-    total = comm.allreduce(host)
-    total /= comm.size
-    offset = 0
-    for a in arrays:
-        part = total[offset:offset + a.size].reshape(a.shape)
-        a[...] = backend.get_device_from_array(a).send(part)
-        offset += a.size
-    return len(links)

@@ -1,11 +1,11 @@
 """An optimizer hook that refuses to apply a non-finite gradient."""
 import chainer
 
-from communicators import NonFiniteGradientError
+from errors import NonFiniteGradientError
 
 
 class NonFiniteGradientGuard(object):
-    """Raises :class:`~communicators.NonFiniteGradientError` before the update
+    """Raises :class:`~errors.NonFiniteGradientError` before the update
     rules run if any (all-reduced) gradient holds inf or NaN.
 
     The all-reduced gradients are identical on every worker, so all workers

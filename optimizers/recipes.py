@@ -1,30 +1,29 @@
-"""Command-line optimization recipes: the one place flags become an optimizer.
+"""Optimization recipes, resolved once into an immutable :class:`Recipe`.
 
-``--recipe`` picks a whole recipe; every part can also be set on its own and
-an explicit flag always wins over the recipe (flags default to None and are
-filled in by :func:`resolve`):
+A recipe names the update rule, the learning-rate schedule, the warm-up,
+weight decay and its exemptions, momentum correction and the zero-init of
+residual blocks; every part can be overridden on its own::
+
+    recipe = recipes.resolve('akiba2017', epochs=90, weight_decay=0)
+    optimizer = chainermn.create_multi_node_optimizer(
+        recipes.create_optimizer(recipe), comm)
+    optimizer.setup(model)
+    recipes.add_hooks(optimizer, recipe)        # after setup
+    recipes.extend_trainer(trainer, recipe, optimizer, total_batchsize)
 
 - ``akiba2017``: RMSprop warm-up and the slow-start learning rate.
 - ``goyal2017``: momentum SGD with momentum correction, 5-epoch gradual
   warm-up, x0.1 at 30/60/80 epochs, no decay of normalization gamma/beta,
   zero-init of the last BN gamma of every residual block.
 - ``sgd``: Chainer's momentum SGD at the linear-scaling learning rate.
-
-Use from a training script::
-
-    recipes.add_arguments(parser)           # then, after parsing:
-    recipes.resolve(args, parser)           # needs args.epoch
-    model = ResNet50(zero_init_residual=recipes.zero_init_residual(args))
-    optimizer = chainermn.create_multi_node_optimizer(
-        recipes.create_optimizer(args, total_batchsize), comm)
-    optimizer.setup(model)
-    recipes.add_hooks(optimizer, args)      # hooks need a set-up optimizer
-    recipes.extend_trainer(trainer, args, optimizer, total_batchsize)
 """
+import dataclasses
 import functools
+import typing
 
 import chainer
 
+from errors import ParameterError
 from extensions import schedules
 from extensions.hyperparameter_schedule import HyperparameterSchedule
 from optimizers.rmsprop_warmup import RMSpropWarmup
@@ -32,6 +31,23 @@ from optimizers.weight_decay import BIAS_PARAMS
 from optimizers.weight_decay import NORMALIZATION_PARAMS
 from optimizers.weight_decay import WeightDecay
 
+OPTIMIZERS = ('rmsprop-warmup', 'momentum-sgd')
+LR_SCHEDULES = {
+    'slow-start': schedules.slow_start_lr,
+    'goyal': schedules.goyal_lr,
+    'constant': schedules.constant_lr,
+}
+WEIGHT_DECAY_EXEMPT = {
+    'none': (),
+    'bn': NORMALIZATION_PARAMS,
+    'bn-bias': NORMALIZATION_PARAMS + BIAS_PARAMS,
+}
+# Settings of the RMSprop warm-up only, and their defaults.
+RMSPROP_WARMUP_DEFAULTS = dict(lr_rmsprop=3e-4, mu2=0.99, eps=1e-8,
+                               warmup_center=10.0, warmup_period=5.0,
+                               alpha_sgd_form='elu')
+COMMON_DEFAULTS = dict(lr=None, momentum=0.9, weight_decay=1e-4,
+                       scale_schedule=False)
 RECIPES = {
     'akiba2017': dict(optimizer='rmsprop-warmup', momentum_correction=True,
                       lr_schedule='slow-start', weight_decay_exempt='none',
@@ -43,54 +59,196 @@ RECIPES = {
                 lr_schedule='constant', weight_decay_exempt='none',
                 zero_init_residual=False),
 }
-# Defaults shared by every recipe.
-COMMON_DEFAULTS = dict(momentum=0.9, weight_decay=1e-4, scale_schedule=False)
-# Settings of the RMSprop warm-up optimizer only, and their defaults.
-RMSPROP_WARMUP_DEFAULTS = dict(lr_rmsprop=3e-4, mu2=0.99, eps=1e-8,
-                               warmup_center=10.0, warmup_period=5.0,
-                               alpha_sgd_form='elu')
-LR_SCHEDULES = {
-    'slow-start': schedules.slow_start_lr,
-    'goyal': schedules.goyal_lr,
-    'constant': schedules.constant_lr,
-}
-WEIGHT_DECAY_EXEMPT = {
-    'none': (),
-    'bn': NORMALIZATION_PARAMS,
-    'bn-bias': NORMALIZATION_PARAMS + BIAS_PARAMS,
-}
 
 
-def _flag(dest):
-    return '--' + dest.replace('_', '-')
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """Every setting of a recipe, resolved (see :func:`resolve`).
+
+    The RMSprop warm-up settings are None for momentum SGD. ``lr`` None is
+    the linear-scaling rule, ``0.1 x total minibatch / 256``.
+    """
+
+    name: str
+    epochs: int
+    optimizer: str
+    momentum_correction: bool
+    lr_schedule: str
+    lr: typing.Optional[float]
+    momentum: float
+    weight_decay: float
+    weight_decay_exempt: str
+    zero_init_residual: bool
+    scale_schedule: bool
+    lr_rmsprop: typing.Optional[float] = None
+    mu2: typing.Optional[float] = None
+    eps: typing.Optional[float] = None
+    warmup_center: typing.Optional[float] = None
+    warmup_period: typing.Optional[float] = None
+    alpha_sgd_form: typing.Optional[str] = None
+
+    @property
+    def schedule_epochs(self):
+        """The run length the epoch boundaries are laid out for."""
+        return self.epochs if self.scale_schedule else \
+            schedules.REFERENCE_EPOCHS
 
 
-def _add_switch(group, dest, help_text):
-    """``--name`` / ``--no-name`` setting ``dest`` to True / False."""
-    group.add_argument(_flag(dest), dest=dest, action='store_true',
-                       default=None, help=help_text)
-    group.add_argument('--no-' + _flag(dest)[2:], dest=dest,
-                       action='store_false', default=None,
-                       help='turn {} off'.format(_flag(dest)))
+# The settings a caller may override, in the order of Recipe's fields.
+OVERRIDES = tuple(f.name for f in dataclasses.fields(Recipe)
+                  if f.name not in ('name', 'epochs'))
+
+
+def resolve(name='akiba2017', epochs=schedules.REFERENCE_EPOCHS,
+            **overrides):
+    """The recipe ``name`` for a run of ``epochs``, with ``overrides``.
+
+    An override of None keeps the recipe's value. Raises
+    :class:`errors.ParameterError` naming the setting and its value.
+    """
+    if name not in RECIPES:
+        raise ParameterError('recipe', name,
+                             'one of ' + ', '.join(sorted(RECIPES)))
+    unknown = set(overrides) - set(OVERRIDES)
+    if unknown:
+        raise TypeError('unknown recipe settings: ' + ', '.join(unknown))
+    given = {k: v for k, v in overrides.items() if v is not None}
+    values = dict(COMMON_DEFAULTS, **RECIPES[name])
+    values['optimizer'] = given.get('optimizer', values['optimizer'])
+    if values['optimizer'] == 'rmsprop-warmup':
+        if given.get('momentum_correction') is False:
+            raise ParameterError('momentum_correction', False,
+                                 'on with the rmsprop-warmup optimizer')
+        values.update(RMSPROP_WARMUP_DEFAULTS, momentum_correction=True)
+    else:
+        for setting in RMSPROP_WARMUP_DEFAULTS:
+            if setting in given:
+                raise ParameterError(setting, given[setting],
+                                     'unset unless the optimizer is '
+                                     'rmsprop-warmup')
+    values.update(given)
+    recipe = Recipe(name=name, epochs=epochs, **values)
+    _check(recipe)
+    return recipe
+
+
+def _check(recipe):
+    checks = [('epochs', lambda v: v > 0, 'positive'),
+              ('optimizer', lambda v: v in OPTIMIZERS,
+               'one of ' + ', '.join(OPTIMIZERS)),
+              ('lr_schedule', lambda v: v in LR_SCHEDULES,
+               'one of ' + ', '.join(sorted(LR_SCHEDULES))),
+              ('weight_decay_exempt', lambda v: v in WEIGHT_DECAY_EXEMPT,
+               'one of ' + ', '.join(sorted(WEIGHT_DECAY_EXEMPT))),
+              ('lr', lambda v: v is None or v > 0, 'positive'),
+              ('momentum', lambda v: 0 <= v < 1, 'in [0, 1)'),
+              ('weight_decay', lambda v: v >= 0, 'non-negative')]
+    if recipe.optimizer == 'rmsprop-warmup':
+        checks += [('lr_rmsprop', lambda v: v >= 0, 'non-negative'),
+                   ('mu2', lambda v: 0 <= v < 1, 'in [0, 1)'),
+                   ('eps', lambda v: v >= 0, 'non-negative'),
+                   ('warmup_period', lambda v: v > 0, 'positive'),
+                   ('alpha_sgd_form',
+                    lambda v: v in schedules.ALPHA_SGD_SLOPES,
+                    'one of ' + ', '.join(sorted(schedules.ALPHA_SGD_SLOPES)))]
+    for name, ok, expected in checks:
+        if not ok(getattr(recipe, name)):
+            raise ParameterError(name, getattr(recipe, name), expected)
+
+
+def _alpha_rmsprop(epoch, lr, alpha_sgd, lr_rmsprop):
+    return schedules.alpha_rmsprop(alpha_sgd(epoch), lr(epoch), lr_rmsprop)
+
+
+def hyperparameter_schedules(recipe, total_batchsize):
+    """``{hyperparameter: function of the fractional epoch}`` of the recipe.
+
+    ``lr`` always; ``alpha_sgd`` and ``alpha_rmsprop`` with RMSprop warm-up.
+    These functions are the only place where the values are set.
+    """
+    epochs = recipe.schedule_epochs
+    lr = functools.partial(LR_SCHEDULES[recipe.lr_schedule],
+                           total_batchsize=total_batchsize, epochs=epochs,
+                           base_lr=recipe.lr)
+    result = {'lr': lr}
+    if recipe.optimizer == 'rmsprop-warmup':
+        scale = epochs / schedules.REFERENCE_EPOCHS
+        alpha_sgd = functools.partial(
+            schedules.alpha_sgd, center=recipe.warmup_center * scale,
+            period=recipe.warmup_period * scale, form=recipe.alpha_sgd_form)
+        result['alpha_sgd'] = alpha_sgd
+        result['alpha_rmsprop'] = functools.partial(
+            _alpha_rmsprop, lr=lr, alpha_sgd=alpha_sgd,
+            lr_rmsprop=recipe.lr_rmsprop)
+    return result
+
+
+def create_optimizer(recipe):
+    """The recipe's optimizer, not set up.
+
+    RMSprop warm-up, or momentum SGD: with momentum correction the RMSprop
+    warm-up rule held at alpha_sgd = 1, alpha_rmsprop = 0; without it
+    Chainer's ``MomentumSGD``. The scheduled values are set by the
+    extensions of :func:`extend_trainer`.
+    """
+    if recipe.optimizer == 'rmsprop-warmup':
+        return RMSpropWarmup(mu1=recipe.momentum, mu2=recipe.mu2,
+                             eps=recipe.eps)
+    if recipe.momentum_correction:
+        return RMSpropWarmup(mu1=recipe.momentum)
+    return chainer.optimizers.MomentumSGD(momentum=recipe.momentum)
+
+
+def add_hooks(optimizer, recipe):
+    """Adds the weight-decay hook; call it after ``optimizer.setup``."""
+    if recipe.weight_decay > 0:
+        optimizer.add_hook(WeightDecay(
+            recipe.weight_decay,
+            exempt=WEIGHT_DECAY_EXEMPT[recipe.weight_decay_exempt]))
+
+
+def extend_trainer(trainer, recipe, optimizer, total_batchsize):
+    """Adds one :class:`HyperparameterSchedule` per scheduled value.
+
+    They set ``lr`` (and the alphas) on ``optimizer`` when training starts
+    and before every update, from the updater's fractional epoch, and report
+    them under those keys; every worker needs them. Returns the keys.
+    """
+    scheduled = hyperparameter_schedules(recipe, total_batchsize)
+    for attr, schedule in scheduled.items():
+        trainer.extend(HyperparameterSchedule(attr, schedule, optimizer))
+    return list(scheduled)
+
+
+def _switch(group, name, help_text):
+    """``--name`` / ``--no-name`` setting ``name`` to True / False."""
+    flag = '--' + name.replace('_', '-')
+    group.add_argument(flag, dest=name, action='store_true', default=None,
+                       help=help_text)
+    group.add_argument('--no-' + flag[2:], dest=name, action='store_false',
+                       default=None, help='turn {} off'.format(flag))
 
 
 def add_arguments(parser):
-    """Adds the recipe's flags to an ``argparse`` parser."""
+    """Adds ``--recipe`` and one flag per setting in :data:`OVERRIDES`.
+
+    Every flag defaults to None (the recipe's value), so
+    ``resolve(args.recipe, epochs, **{k: getattr(args, k) for k in
+    OVERRIDES})`` applies exactly the flags given.
+    """
     group = parser.add_argument_group(
         'optimization recipe',
         'a recipe sets the defaults; each flag below overrides its part')
     group.add_argument('--recipe', choices=sorted(RECIPES),
                        default='akiba2017',
                        help='whole recipe (default: akiba2017)')
-    group.add_argument('--optimizer', choices=('rmsprop-warmup',
-                                               'momentum-sgd'),
+    group.add_argument('--optimizer', choices=OPTIMIZERS,
                        help='update rule (akiba2017: rmsprop-warmup; '
                             'goyal2017, sgd: momentum-sgd)')
-    _add_switch(group, 'momentum_correction',
-                'momentum-sgd with lr outside the momentum '
-                'buffer, so lr changes act at once (akiba2017, '
-                'goyal2017: on; sgd: off = Chainer\'s '
-                'MomentumSGD); rmsprop-warmup always has it')
+    _switch(group, 'momentum_correction',
+            'momentum-sgd with lr outside the momentum buffer, so lr changes '
+            'act at once (akiba2017, goyal2017: on; sgd: off = Chainer\'s '
+            'MomentumSGD); rmsprop-warmup always has it')
     group.add_argument('--lr-schedule', choices=sorted(LR_SCHEDULES),
                        help='learning-rate schedule (akiba2017: slow-start; '
                             'goyal2017: goyal; sgd: constant)')
@@ -119,10 +277,9 @@ def add_arguments(parser):
                        help='linear branch of alpha_sgd: elu = 0.5 + '
                             '(e - c) / p, double-slope = 0.5 + 2 (e - c) / p '
                             '(default: elu)')
-    _add_switch(group, 'scale_schedule',
-                'lay all epoch boundaries (and the warm-up '
-                'centre and period) out for --epoch instead of '
-                '90 epochs (default: off)')
+    _switch(group, 'scale_schedule',
+            'lay all epoch boundaries (and the warm-up centre and period) '
+            'out for --epoch instead of 90 epochs (default: off)')
     group.add_argument('--weight-decay', type=float,
                        help='L2 weight decay, 0 for none (default: 1e-4)')
     group.add_argument('--weight-decay-exempt',
@@ -130,146 +287,7 @@ def add_arguments(parser):
                        help='parameters not decayed: bn = normalization '
                             'gamma/beta, bn-bias = those and biases '
                             '(goyal2017: bn; others: none)')
-    _add_switch(group, 'zero_init_residual',
-                'start the last BN gamma of every residual '
-                'block at 0 (goyal2017: on; others: off)')
+    _switch(group, 'zero_init_residual',
+            'start the last BN gamma of every residual block at 0 '
+            '(goyal2017: on; others: off)')
     return group
-
-
-def resolve(args, parser=None):
-    """Fills the flags left at None from the recipe and checks them.
-
-    Idempotent. Bad values raise ``ValueError`` naming the flag, or go to
-    ``parser.error`` when a parser is given. Needs ``args.epoch``.
-    """
-    try:
-        _resolve(args)
-    except ValueError as e:
-        if parser is None:
-            raise
-        parser.error(str(e))
-    return args
-
-
-def _resolve(args):
-    recipe = RECIPES[args.recipe]
-    if args.optimizer is None:
-        args.optimizer = recipe['optimizer']
-    if args.optimizer == 'rmsprop-warmup':
-        if args.momentum_correction is False:
-            raise ValueError('--no-momentum-correction applies only to '
-                             '--optimizer momentum-sgd')
-        args.momentum_correction = True
-        defaults = dict(RMSPROP_WARMUP_DEFAULTS)
-    else:
-        for dest in RMSPROP_WARMUP_DEFAULTS:
-            if getattr(args, dest) is not None:
-                raise ValueError('{} applies only to --optimizer '
-                                 'rmsprop-warmup'.format(_flag(dest)))
-        defaults = {}
-    defaults.update(recipe)
-    defaults.update(COMMON_DEFAULTS)
-    for dest, value in defaults.items():
-        if getattr(args, dest) is None:
-            setattr(args, dest, value)
-    _check(args)
-
-
-def _check(args):
-    checks = [('lr', lambda v: v is None or v > 0, 'positive'),
-              ('momentum', lambda v: 0 <= v < 1, 'in [0, 1)'),
-              ('weight_decay', lambda v: v >= 0, 'non-negative')]
-    if args.optimizer == 'rmsprop-warmup':
-        checks += [('lr_rmsprop', lambda v: v >= 0, 'non-negative'),
-                   ('mu2', lambda v: 0 <= v < 1, 'in [0, 1)'),
-                   ('eps', lambda v: v >= 0, 'non-negative'),
-                   ('warmup_period', lambda v: v > 0, 'positive')]
-    for dest, ok, expected in checks:
-        if not ok(getattr(args, dest)):
-            raise ValueError('{} must be {}, got {}'.format(
-                _flag(dest), expected, getattr(args, dest)))
-
-
-def _schedule_epochs(args):
-    """The run length the epoch boundaries are laid out for."""
-    if args.scale_schedule:
-        return args.epoch
-    return schedules.REFERENCE_EPOCHS
-
-
-def _alpha_rmsprop_schedule(epoch, lr_schedule, alpha_sgd_schedule,
-                            lr_rmsprop):
-    return schedules.alpha_rmsprop(alpha_sgd_schedule(epoch),
-                                   lr_schedule(epoch), lr_rmsprop)
-
-
-def hyperparameter_schedules(args, total_batchsize):
-    """``{hyperparameter: function of the fractional epoch}`` of the recipe.
-
-    ``lr`` always; ``alpha_sgd`` and ``alpha_rmsprop`` with RMSprop warm-up.
-    """
-    resolve(args)
-    epochs = _schedule_epochs(args)
-    lr = functools.partial(LR_SCHEDULES[args.lr_schedule],
-                           total_batchsize=total_batchsize, epochs=epochs,
-                           base_lr=args.lr)
-    result = {'lr': lr}
-    if args.optimizer == 'rmsprop-warmup':
-        scale = epochs / schedules.REFERENCE_EPOCHS
-        alpha_sgd = functools.partial(
-            schedules.alpha_sgd, center=args.warmup_center * scale,
-            period=args.warmup_period * scale, form=args.alpha_sgd_form)
-        result['alpha_sgd'] = alpha_sgd
-        result['alpha_rmsprop'] = functools.partial(
-            _alpha_rmsprop_schedule, lr_schedule=lr,
-            alpha_sgd_schedule=alpha_sgd, lr_rmsprop=args.lr_rmsprop)
-    return result
-
-
-def create_optimizer(args, total_batchsize):
-    """The recipe's optimizer, not set up, with its epoch-0 hyperparameters.
-
-    RMSprop warm-up, or momentum SGD: with momentum correction the RMSprop
-    warm-up rule held at alpha_sgd = 1, alpha_rmsprop = 0; without it
-    Chainer's ``MomentumSGD``.
-    """
-    resolve(args)
-    if args.optimizer == 'rmsprop-warmup':
-        optimizer = RMSpropWarmup(mu1=args.momentum, mu2=args.mu2,
-                                  eps=args.eps)
-    elif args.momentum_correction:
-        optimizer = RMSpropWarmup(mu1=args.momentum)
-    else:
-        optimizer = chainer.optimizers.MomentumSGD(momentum=args.momentum)
-    for attr, schedule in hyperparameter_schedules(
-            args, total_batchsize).items():
-        setattr(optimizer, attr, schedule(0.0))
-    return optimizer
-
-
-def add_hooks(optimizer, args):
-    """Adds the weight-decay hook; call it after ``optimizer.setup``."""
-    resolve(args)
-    if args.weight_decay > 0:
-        optimizer.add_hook(WeightDecay(
-            args.weight_decay,
-            exempt=WEIGHT_DECAY_EXEMPT[args.weight_decay_exempt]))
-
-
-def extend_trainer(trainer, args, optimizer, total_batchsize):
-    """Adds one :class:`HyperparameterSchedule` per scheduled value.
-
-    They set ``lr`` (and the alphas) on ``optimizer`` every iteration from
-    the updater's fractional epoch and report them under those keys; every
-    worker needs them. Returns the reported keys.
-    """
-    scheduled = hyperparameter_schedules(args, total_batchsize)
-    for attr, schedule in scheduled.items():
-        trainer.extend(HyperparameterSchedule(attr, schedule, optimizer))
-    return list(scheduled)
-
-
-def zero_init_residual(args):
-    """Whether the model starts the last BN gamma of each block at 0."""
-    resolve(args)
-    return args.zero_init_residual

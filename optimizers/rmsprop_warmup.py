@@ -14,14 +14,11 @@ al.'s "momentum correction"). With ``alpha_sgd = 1`` and ``alpha_rmsprop = 0``
 (the defaults) this is momentum SGD; at a constant ``lr`` it equals Chainer's
 ``MomentumSGD``, whose buffer ``v = momentum * v - lr * g`` is ``lr * delta``.
 """
-import numpy
-
 import chainer
 from chainer.backends import cuda
 from chainer import optimizer
 
-from functions.cpu_runtime import native_kernels
-from functions.cpu_runtime import parallel_elementwise
+from cpu_engine import updates
 
 _default_hyperparam = optimizer.Hyperparameter()
 _default_hyperparam.lr = 0.1
@@ -77,45 +74,14 @@ class RMSpropWarmupRule(optimizer.UpdateRule):
             self.state['delta'] = xp.zeros_like(param.array)
 
     def update_core_cpu(self, param):
-        """The update in place, on every core.
-
-        NumPy's expression form makes a temporary of the parameter's size
-        per operation and twelve passes over memory. Here float32
-        C-contiguous arrays go through one C loop on OpenMP threads that
-        reads ``param``, ``grad``, ``m`` and ``delta`` once (with NumPy's
-        float32 rounding); other arrays through NumPy on L2-sized blocks,
-        whose passes after the first hit the cache.
-        """
         grad = param.grad
         if grad is None:
             return
         hp = self.hyperparam
-        eps = _eps_in_dtype(hp, grad.dtype)
-        arrays = param.array, grad, self.state['m'], self.state['delta']
-        kernels = native_kernels(*arrays)
-        if kernels is not None:
-            kernels.rmsprop_warmup(*arrays, hp.lr, hp.mu1, hp.mu2, eps,
-                                   hp.alpha_sgd, hp.alpha_rmsprop)
-            return
-
-        def update(theta, g, m, delta):
-            step = numpy.multiply(g, g)
-            step *= 1 - hp.mu2
-            m *= hp.mu2
-            m += step
-            if hp.alpha_rmsprop:
-                numpy.sqrt(m, out=step)
-                step += eps
-                numpy.divide(hp.alpha_rmsprop, step, out=step)
-                step += hp.alpha_sgd
-                step *= g
-            else:
-                numpy.multiply(g, hp.alpha_sgd, out=step)
-            delta *= hp.mu1
-            delta -= step
-            numpy.multiply(delta, hp.lr, out=step)
-            theta += step
-        parallel_elementwise(update, *arrays)
+        updates.rmsprop_warmup(
+            param.array, grad, self.state['m'], self.state['delta'], hp.lr,
+            hp.mu1, hp.mu2, _eps_in_dtype(hp, grad.dtype), hp.alpha_sgd,
+            hp.alpha_rmsprop)
 
     def update_core_gpu(self, param):
         grad = param.grad

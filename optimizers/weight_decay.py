@@ -9,8 +9,7 @@ import numpy
 
 from chainer import optimizer_hooks
 
-from functions.cpu_runtime import native_kernels
-from functions.cpu_runtime import parallel_elementwise
+from cpu_engine import updates
 
 NORMALIZATION_PARAMS = ('gamma', 'beta')
 BIAS_PARAMS = ('b',)
@@ -40,14 +39,4 @@ class WeightDecay(optimizer_hooks.WeightDecay):
         rate = self.rate
         if param._loss_scale is not None:
             rate *= param._loss_scale
-        # In place on every core: float32 in a C loop on OpenMP threads
-        # (NumPy's float32 rounding), else on L2-sized blocks (NumPy's
-        # ``rate * p`` is a temporary of the parameter's size).
-        kernels = native_kernels(g, theta)
-        if kernels is not None:
-            kernels.weight_decay(g, theta, rate)
-            return
-
-        def decay(theta, g):
-            g += numpy.multiply(theta, rate)
-        parallel_elementwise(decay, theta, g)
+        updates.weight_decay(g, theta, rate)

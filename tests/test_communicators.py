@@ -2,6 +2,7 @@
 import numpy
 import pytest
 
+import errors
 import communicators
 
 CHECKS = ['ok mean', 'ok large', 'ok non-finite nan', 'ok non-finite inf',
@@ -35,7 +36,7 @@ def test_non_finite_error_names_first_parameter():
             self.grad = numpy.zeros(size)
 
     named = [('/a', Param(3)), ('/b/W', Param(2)), ('/c', Param(4))]
-    error = communicators.NonFiniteGradientError.at(7, 4, named)
+    error = errors.NonFiniteGradientError.at(7, 4, named)
     assert isinstance(error, RuntimeError)
     assert (error.count, error.param_name) == (7, '/b/W')
 

@@ -1,4 +1,4 @@
-"""CPU fast paths of ``functions`` against Chainer's own implementations."""
+"""CPU fast paths of ``cpu_engine`` against Chainer's own implementations."""
 import importlib
 import os
 import platform
@@ -12,19 +12,19 @@ from chainer import gradient_check
 import numpy
 import pytest
 
-import functions
-from functions import cpu_runtime
-from functions import onednn
-from functions.batch_normalization import ChannelMajorBatchNormalizationImpl
-from functions.channel_major import channel_major
-from functions.channel_major import im2col
-from functions.channel_major import pair
-from functions.convolution_2d import Convolution2DFunction
-from functions.max_pooling_2d import MaxPooling2D
-from functions.relu import ReLU
+import cpu_engine
+from cpu_engine import cpu_runtime
+from cpu_engine import onednn
+from cpu_engine.batch_normalization import ChannelMajorBatchNormalizationImpl
+from cpu_engine.channel_major import channel_major
+from cpu_engine.channel_major import im2col
+from cpu_engine.channel_major import pair
+from cpu_engine.convolution_2d import Convolution2DFunction
+from cpu_engine.max_pooling_2d import MaxPooling2D
+from cpu_engine.relu import ReLU
 from models import ResNet50
 
-convolution_module = importlib.import_module('functions.convolution_2d')
+convolution_module = importlib.import_module('cpu_engine.convolution_2d')
 
 TOL32 = dict(atol=1e-4, rtol=1e-4)
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -123,7 +123,7 @@ def test_convolution_matches_chainer(case, layout, bias, path, monkeypatch):
         lambda *a: F.convolution_2d(*a, stride=stride, pad=pad), arrays)
     with chainer.using_config('cpu_onednn', path.startswith('onednn')):
         actual, y = _run(
-            lambda *a: functions.convolution_2d(*a, stride=stride, pad=pad),
+            lambda *a: cpu_engine.convolution_2d(*a, stride=stride, pad=pad),
             arrays)
     assert isinstance(y.creator, Convolution2DFunction)
     assert _is_channel_major(y.array)
@@ -184,9 +184,9 @@ def test_onednn_primitives_are_reused(monkeypatch):
     rng = numpy.random.RandomState(3)
     x = rng.standard_normal((2, 3, 7, 7)).astype(numpy.float32)
     W = rng.standard_normal((4, 3, 3, 3)).astype(numpy.float32)
-    functions.convolution_2d(x, W, pad=1)
+    cpu_engine.convolution_2d(x, W, pad=1)
     assert len(onednn._primitives) == 1
-    y = functions.convolution_2d(x + 1, W, pad=1)
+    y = cpu_engine.convolution_2d(x + 1, W, pad=1)
     assert len(onednn._primitives) == 1
     numpy.testing.assert_allclose(
         y.array, F.convolution_2d(x + 1, W, pad=1).array, **TOL32)
@@ -201,10 +201,10 @@ def test_convolution_gradient_check(case):
     x = rng.standard_normal((n, c, h, w))
     W = rng.standard_normal((out_c, c, k, k))
     b = rng.standard_normal(out_c)
-    y = functions.convolution_2d(x, W, b, stride, pad)
+    y = cpu_engine.convolution_2d(x, W, b, stride, pad)
     gy = rng.standard_normal(y.shape)
     gradient_check.check_backward(
-        lambda *a: functions.convolution_2d(*a, stride=stride, pad=pad),
+        lambda *a: cpu_engine.convolution_2d(*a, stride=stride, pad=pad),
         (x, W, b), gy, dtype=numpy.float64, atol=1e-6, rtol=1e-5)
 
 
@@ -213,7 +213,7 @@ def test_convolution_without_input_gradient():
     x = rng.standard_normal((2, 3, 8, 8)).astype(numpy.float32)
     W = chainer.Variable(rng.standard_normal((4, 3, 7, 7)).astype(
         numpy.float32))
-    y = functions.convolution_2d(x, W, stride=2, pad=3)
+    y = cpu_engine.convolution_2d(x, W, stride=2, pad=3)
     F.sum(y * y).backward()
     W0 = chainer.Variable(W.array.copy())
     F.sum(F.convolution_2d(x, W0, stride=2, pad=3) ** 2).backward()
@@ -227,7 +227,7 @@ def test_convolution_falls_back_to_chainer(kwargs):
     x = rng.standard_normal((2, 4, 7, 7)).astype(numpy.float32)
     W = rng.standard_normal((4, 4 // kwargs.get('groups', 1), 3, 3)).astype(
         numpy.float32)
-    y = functions.convolution_2d(x, W, None, 2, 1, **kwargs)
+    y = cpu_engine.convolution_2d(x, W, None, 2, 1, **kwargs)
     assert not isinstance(y.creator, Convolution2DFunction)
     numpy.testing.assert_array_equal(
         y.array, F.convolution_2d(x, W, None, 2, 1, **kwargs).array)
@@ -238,12 +238,12 @@ def test_fast_paths_switch_off_with_config():
     x = rng.standard_normal((2, 3, 5, 5)).astype(numpy.float32)
     W = rng.standard_normal((2, 3, 3, 3)).astype(numpy.float32)
     with chainer.using_config('cpu_fast_paths', False):
-        assert not isinstance(functions.convolution_2d(x, W).creator,
+        assert not isinstance(cpu_engine.convolution_2d(x, W).creator,
                               Convolution2DFunction)
-        assert not isinstance(functions.relu(x).creator, ReLU)
-        assert not isinstance(functions.max_pooling_2d(x, 2).creator,
+        assert not isinstance(cpu_engine.relu(x).creator, ReLU)
+        assert not isinstance(cpu_engine.max_pooling_2d(x, 2).creator,
                               MaxPooling2D)
-    assert isinstance(functions.convolution_2d(x, W).creator,
+    assert isinstance(cpu_engine.convolution_2d(x, W).creator,
                       Convolution2DFunction)
 
 
@@ -268,10 +268,10 @@ BN_SHAPES = [(2, 3, 5, 4), (1, 7, 3, 3), (4, 19, 1, 1), (3, 300, 2, 3),
 
 @pytest.fixture(params=['native', 'numpy'])
 def kernels(request, monkeypatch):
-    """Runs a test with the C loops of functions._kernels and without."""
+    """Runs a test with the C loops of cpu_engine._kernels and without."""
     if request.param == 'native':
         if cpu_runtime.kernels is None:
-            pytest.skip('functions._kernels is not built')
+            pytest.skip('cpu_engine._kernels is not built')
     else:
         monkeypatch.setattr(cpu_runtime, 'kernels', None)
     return request.param
@@ -287,7 +287,7 @@ def test_batch_normalization_matches_chainer(shape, layout, decay, kernels):
     gamma = (rng.rand(shape[1]) + 0.5).astype(numpy.float32)
     beta = rng.standard_normal(shape[1]).astype(numpy.float32)
     results = []
-    for f in (F.batch_normalization, functions.batch_normalization):
+    for f in (F.batch_normalization, cpu_engine.batch_normalization):
         stats = [numpy.zeros(shape[1], numpy.float32),
                  numpy.ones(shape[1], numpy.float32)]
         out, y = _run(lambda *a: f(*a, eps=2e-5, running_mean=stats[0],
@@ -305,7 +305,7 @@ def test_batch_normalization_keeps_chainers_statistics(kernels):
     x = (rng.standard_normal((4, 6, 3, 5)) * 2 + 3).astype(numpy.float32)
     gamma = (rng.rand(6) + 0.5).astype(numpy.float32)
     beta = rng.standard_normal(6).astype(numpy.float32)
-    ours = functions.batch_normalization(x, gamma, beta).creator
+    ours = cpu_engine.batch_normalization(x, gamma, beta).creator
     theirs = F.batch_normalization(x, gamma, beta).creator
     for name in ('mean', 'var', 'inv_std'):
         a, e = getattr(ours, name), getattr(theirs, name)
@@ -322,7 +322,7 @@ def _pooling(name, lengths, dtypes, stride=2):
 
 
 @pytest.mark.skipif(cpu_runtime.kernels is None,
-                    reason='functions._kernels is not built')
+                    reason='cpu_engine._kernels is not built')
 @pytest.mark.parametrize('call, error, message', [
     (lambda k: k.rmsprop_warmup(*[numpy.zeros(4)] * 4, 1, .9, .99, 1e-8,
                                 1, 0), TypeError, "float32, got format 'd'"),
@@ -364,11 +364,11 @@ def test_kernels_reject_bad_buffers(call, error, message):
 
 def test_works_without_kernels():
     """The package imports and trains when the extension is not built."""
-    code = ('import sys; sys.modules["functions._kernels"] = None; '
-            'import chainer, numpy, functions, optimizers; '
-            'assert functions.cpu_runtime.kernels is None; '
+    code = ('import sys; sys.modules["cpu_engine._kernels"] = None; '
+            'import chainer, numpy, cpu_engine, optimizers; '
+            'assert cpu_engine.cpu_runtime.kernels is None; '
             'x = numpy.arange(96, dtype=numpy.float32).reshape(2, 3, 4, 4); '
-            'link = functions.BatchNormalization(3); '
+            'link = cpu_engine.BatchNormalization(3); '
             'opt = optimizers.RMSpropWarmup(); opt.setup(link); '
             'opt.update(lambda: chainer.functions.sum(link(x) * x)); '
             'print("ok")')
@@ -382,12 +382,12 @@ def test_batch_normalization_gradient_check_and_double_backward():
     beta = rng.standard_normal(4)
     gy = rng.standard_normal(x.shape)
     gradient_check.check_backward(
-        functions.batch_normalization, (x, gamma, beta), gy,
+        cpu_engine.batch_normalization, (x, gamma, beta), gy,
         dtype=numpy.float64, atol=1e-6, rtol=1e-5)
     # The gradient node is Chainer's, so second derivatives work as well.
     ggx = rng.standard_normal(x.shape)
     gradient_check.check_double_backward(
-        functions.batch_normalization, (x, gamma, beta), gy,
+        cpu_engine.batch_normalization, (x, gamma, beta), gy,
         (ggx, rng.standard_normal(4), rng.standard_normal(4)),
         dtype=numpy.float64, atol=1e-5, rtol=1e-4)
 
@@ -396,7 +396,7 @@ def test_batch_normalization_other_ranks_use_chainer():
     rng = numpy.random.RandomState(8)
     x = rng.standard_normal((5, 3)).astype(numpy.float32)
     gamma, beta = numpy.ones(3, numpy.float32), numpy.zeros(3, numpy.float32)
-    y = functions.batch_normalization(x, gamma, beta)
+    y = cpu_engine.batch_normalization(x, gamma, beta)
     assert not isinstance(y.creator._impl, ChannelMajorBatchNormalizationImpl)
     numpy.testing.assert_allclose(
         y.array, F.batch_normalization(x, gamma, beta).array, **TOL32)
@@ -405,7 +405,7 @@ def test_batch_normalization_other_ranks_use_chainer():
 def test_batch_normalization_link_is_chainers():
     rng = numpy.random.RandomState(9)
     x = rng.standard_normal((4, 3, 5, 5)).astype(numpy.float32)
-    ours, theirs = functions.BatchNormalization(3), L.BatchNormalization(3)
+    ours, theirs = cpu_engine.BatchNormalization(3), L.BatchNormalization(3)
     assert [n for n, _ in ours.namedparams()] == [
         n for n, _ in theirs.namedparams()]
     assert ours._persistent == theirs._persistent
@@ -439,7 +439,7 @@ def test_max_pooling_matches_chainer(shape, k, stride, pad, cover_all,
     x = _layout(x, layout)
     expected, _ = _run(lambda a: F.max_pooling_2d(a, k, stride, pad,
                                                   cover_all), [x])
-    actual, y = _run(lambda a: functions.max_pooling_2d(a, k, stride, pad,
+    actual, y = _run(lambda a: cpu_engine.max_pooling_2d(a, k, stride, pad,
                                                         cover_all), [x])
     assert isinstance(y.creator, MaxPooling2D)
     assert _is_channel_major(y.array)
@@ -451,7 +451,7 @@ def test_max_pooling_gradient_check():
         2, 2, 7, 6).astype(numpy.float64)
     gy = numpy.random.RandomState(12).standard_normal((2, 2, 4, 3))
     gradient_check.check_backward(
-        lambda a: functions.max_pooling_2d(a, 3, 2, 1, False), x, gy,
+        lambda a: cpu_engine.max_pooling_2d(a, 3, 2, 1, False), x, gy,
         dtype=numpy.float64, eps=1e-3, atol=1e-6, rtol=1e-5)
 
 
@@ -465,12 +465,12 @@ def test_relu_and_add_relu_match_chainer(shape, layout, kernels):
         a = _layout(a, 'channel-major')
         b = _layout(b, 'channel-major' if layout == 'same' else 'strided')
     expected, _ = _run(lambda u: F.relu(u), [a])
-    actual, y = _run(functions.relu, [a])
+    actual, y = _run(cpu_engine.relu, [a])
     assert isinstance(y.creator, ReLU)
     assert y.array.strides == a.strides
     _assert_same(expected, actual, atol=0, rtol=0)
     expected, _ = _run(lambda u, v: F.relu(u + v), [a, b])
-    actual, y = _run(functions.add_relu, [a, b])
+    actual, y = _run(cpu_engine.add_relu, [a, b])
     assert isinstance(y.creator, ReLU)
     _assert_same(expected, actual, atol=0, rtol=0)
 
@@ -482,13 +482,13 @@ def test_convolution_link_is_a_drop_in(tmp_path):
     x = rng.standard_normal((2, 3, 6, 6)).astype(numpy.float32)
     theirs = L.Convolution2D(3, 4, 3, 1, 1)
     chainer.serializers.save_npz(str(tmp_path / 'conv.npz'), theirs)
-    ours = functions.Convolution2D(3, 4, 3, 1, 1)
+    ours = cpu_engine.Convolution2D(3, 4, 3, 1, 1)
     chainer.serializers.load_npz(str(tmp_path / 'conv.npz'), ours)
     assert isinstance(ours, L.Convolution2D)
     assert [(n, p.shape) for n, p in ours.namedparams()] == [
         (n, p.shape) for n, p in theirs.namedparams()]
     numpy.testing.assert_allclose(ours(x).array, theirs(x).array, **TOL32)
-    lazy = functions.Convolution2D(None, 4, 3)
+    lazy = cpu_engine.Convolution2D(None, 4, 3)
     assert lazy(x).shape == (2, 4, 4, 4) and lazy.W.shape == (4, 3, 3, 3)
 
 
@@ -514,7 +514,7 @@ def test_resnet50_step_matches_chainer_functions():
 
 
 def test_configure_keeps_buffers_and_is_idempotent():
-    code = ('from functions import cpu_runtime; '
+    code = ('from cpu_engine import cpu_runtime; '
             's = cpu_runtime.configure(); '
             'assert s is cpu_runtime.configure(); '
             'assert s["M_MMAP_THRESHOLD"] >= 32 << 20, s; print("ok")')

@@ -4,6 +4,7 @@ import numpy
 import pytest
 from PIL import Image
 
+import errors
 import datasets
 from datasets import demo
 
@@ -104,5 +105,5 @@ def test_per_pixel_mean_is_cropped_with_the_image(tmp_path):
 def test_mean_file_of_wrong_shape_is_refused(tmp_path):
     mean_file = str(tmp_path / 'mean.npy')
     numpy.save(mean_file, numpy.zeros((3, 10, 10)))
-    with pytest.raises(datasets.InputError, match=r'mean\.npy: shape'):
+    with pytest.raises(errors.InputError, match=r'mean\.npy: shape'):
         datasets.load_mean(mean_file, 36)

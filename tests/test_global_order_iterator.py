@@ -2,6 +2,7 @@ import numpy
 import pytest
 
 import chainer
+import errors
 import datasets
 
 
@@ -83,6 +84,6 @@ def test_loader_processes_give_the_same_batches():
 
 
 def test_total_minibatch_larger_than_dataset_is_refused():
-    with pytest.raises(datasets.InputError, match='larger than the training'):
+    with pytest.raises(errors.InputError, match='larger than the training'):
         datasets.GlobalOrderIterator(list(range(10)), 4, index_transform,
                                      rank=0, n_workers=3)

@@ -2,6 +2,7 @@ import chainer
 import numpy
 import pytest
 
+import errors
 import datasets
 from models import ResNet50
 import train_imagenet
@@ -41,5 +42,5 @@ def test_width_flag_reaches_the_model():
 
 
 def test_width_flag_rejects_zero():
-    with pytest.raises(datasets.InputError, match='--width must be positive'):
+    with pytest.raises(errors.InputError, match='--width must be positive'):
         train_imagenet.parse_args(['--demo', '--width', '0'])

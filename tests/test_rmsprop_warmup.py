@@ -3,7 +3,7 @@ import chainer
 import numpy
 import pytest
 
-from functions import cpu_runtime
+from cpu_engine import cpu_runtime
 from optimizers import RMSpropWarmup
 
 SHAPE = (3, 4)
@@ -218,10 +218,10 @@ def test_blocked_cpu_update_matches_equations_on_large_params(order):
 
 
 @pytest.mark.skipif(cpu_runtime.kernels is None,
-                    reason='functions._kernels is not built')
+                    reason='cpu_engine._kernels is not built')
 @pytest.mark.parametrize('alpha_rmsprop', [0.0, 0.05])
 def test_native_update_matches_numpy_update(alpha_rmsprop, monkeypatch):
-    """The C loop of functions._kernels against the NumPy path, on many
+    """The C loop of cpu_engine._kernels against the NumPy path, on many
     cache blocks on every thread, with the RMSprop term off and on."""
     shape = (317, 1009)
     results = []

@@ -9,26 +9,14 @@ import chainer
 from chainer import reporter
 from chainer import training
 
-from communicators import NonFiniteGradientError
-
-
-def broadcast_initial_parameters(optimizer, model, comm):
-    """Broadcast rank 0's parameters now, so the first update is a real one.
-
-    ChainerMN's multi-node optimizer spends the first ``update()`` after a
-    start (or a resume) broadcasting instead of updating; doing the broadcast
-    up front keeps every iteration an update and makes a resumed run follow
-    the uninterrupted one step for step.
-    """
-    comm.bcast_data(model)
-    optimizer.is_changed(model)  # records the parameter set as broadcast
+from errors import NonFiniteGradientError
 
 
 class MicroBatchUpdater(training.updaters.StandardUpdater):
     """``StandardUpdater`` over ``micro_batches`` micro-batches per update.
 
     Reported values (``main/loss``, ``main/accuracy``) are the means over the
-    micro-batches. A :class:`~communicators.NonFiniteGradientError` from the
+    micro-batches. A :class:`~errors.NonFiniteGradientError` from the
     all-reduce or from :class:`~optimizers.NonFiniteGradientGuard` either
     stops training (``on_non_finite='stop'``, the error names the iteration)
     or skips that update (``'skip'``) and counts it in ``skipped_updates``.

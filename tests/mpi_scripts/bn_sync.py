@@ -7,7 +7,7 @@ import chainermn
 import numpy
 
 from models import FinalBatchNormalization
-from models import sync_final_batch_statistics
+from extensions.final_batch_statistics import sync_final_batch_statistics
 
 chainermn.global_except_hook.add_hook()  # a failed check aborts every rank
 comm = chainermn.create_communicator('naive')
@@ -70,7 +70,7 @@ with chainer.using_config('train', False):
 print('ok test mode')
 
 model.last(batch())
-model.last.sync(comm)
+sync_final_batch_statistics(model.last, comm)
 gathered = comm.mpi_comm.allgather(model.last.batch_mean)
 assert all(numpy.array_equal(gathered[0], other) for other in gathered)
 print('ok link sync')

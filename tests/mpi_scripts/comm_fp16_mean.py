@@ -7,6 +7,7 @@ import chainermn
 from chainermn.communicators.naive_communicator import NaiveCommunicator
 import numpy
 
+import errors
 import communicators
 from communicators.mpi_fp16_communicator import MpiFp16Communicator
 
@@ -82,7 +83,7 @@ def check_non_finite_detected_everywhere(bad_value):
     before = {name: p.grad.copy() for name, p in model.namedparams()}
     try:
         comm.multi_node_mean_grad(model)
-    except communicators.NonFiniteGradientError as e:
+    except errors.NonFiniteGradientError as e:
         assert isinstance(e, RuntimeError)
         assert (e.count, e.param_name) == (2, '/b'), str(e)
         assert '\n' not in str(e) and '/b' in str(e)
@@ -106,7 +107,7 @@ def check_optimizer_skips_update():
     model.set_grads(numpy.nan if rank == 0 else 0.5)
     try:
         optimizer.update()
-    except communicators.NonFiniteGradientError:
+    except errors.NonFiniteGradientError:
         pass
     else:
         raise AssertionError('update with a NaN mean was applied')

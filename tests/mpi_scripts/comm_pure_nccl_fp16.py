@@ -6,6 +6,7 @@ import chainer
 import chainermn
 import numpy
 
+import errors
 import communicators
 from communicators.pure_nccl_fp16_communicator import \
     PureNcclFp16Communicator
@@ -51,7 +52,7 @@ if comm.rank == comm.size - 1:
 model = model_with_grads(bad)
 try:
     comm.multi_node_mean_grad(model)
-except communicators.NonFiniteGradientError as e:
+except errors.NonFiniteGradientError as e:
     assert (e.count, e.param_name) == (1, '/a'), str(e)
 else:
     raise AssertionError('non-finite mean not detected')

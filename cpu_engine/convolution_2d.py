@@ -4,7 +4,7 @@ Chainer's CPU convolution pads the input (``numpy.pad``, even for 1x1
 kernels), builds an (N, C, k, k, H, W) im2col matrix, and ``tensordot``
 copies it again into GEMM order; its output is an N H W C array behind an
 NCHW view. Here activations stay channel-major (see
-:mod:`functions.channel_major`), so that
+:mod:`cpu_engine.channel_major`), so that
 
     y (O, N Ho Wo) = W (O, C kh kw) @ col (C kh kw, N Ho Wo)
 
@@ -20,7 +20,7 @@ each part is multiplied while it is still in cache; the backward pass
 builds it again instead of keeping it.
 
 For float32, the layers where it pays go to oneDNN's direct convolutions
-instead (:mod:`functions.onednn`, :func:`_uses_onednn`); their outputs
+instead (:mod:`cpu_engine.onednn`, :func:`_uses_onednn`); their outputs
 and gradients are channel-major too.
 """
 import numpy
@@ -31,12 +31,12 @@ import chainer.functions
 from chainer.utils import conv
 from chainer.utils import type_check
 
-from functions.channel_major import channel_major
-from functions.cpu_runtime import fast_paths_enabled
-from functions.channel_major import im2col
-from functions.channel_major import nchw
-from functions.channel_major import pair
-from functions import onednn
+from cpu_engine.channel_major import channel_major
+from cpu_engine.cpu_runtime import fast_paths_enabled
+from cpu_engine.channel_major import im2col
+from cpu_engine.channel_major import nchw
+from cpu_engine.channel_major import pair
+from cpu_engine import onednn
 
 
 # Bytes of im2col columns built at a time (a few MB: they stay in cache
@@ -262,7 +262,7 @@ class Convolution2DGrad(function_node.FunctionNode):
 
     def backward(self, indexes, grad_outputs):
         raise NotImplementedError(
-            'functions.convolution_2d supports first-order gradients only')
+            'cpu_engine.convolution_2d supports first-order gradients only')
 
 
 def convolution_2d(x, W, b=None, stride=1, pad=0, cover_all=False, **kwargs):

@@ -7,8 +7,8 @@ and ChainerX arrays they compute exactly as the Chainer links do.
 import chainer
 import chainer.links as L
 
-from functions.batch_normalization import batch_normalization
-from functions.convolution_2d import convolution_2d
+from cpu_engine.batch_normalization import batch_normalization
+from cpu_engine.convolution_2d import convolution_2d
 
 
 class Convolution2D(L.Convolution2D):

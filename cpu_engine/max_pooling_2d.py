@@ -5,7 +5,7 @@ Ho, Wo) im2col array, takes its argmax and scatters the gradient back with
 col2im. Here ``y = max(y, x[tap])`` is updated in place tap by tap, keeping
 the number (uint8) of the first winning tap; the backward pass adds ``gy``
 into the input-gradient slice of each tap where that tap won. For float32
-the C loops of ``functions._kernels`` do it per (channel, image) plane on
+the C loops of ``cpu_engine._kernels`` do it per (channel, image) plane on
 OpenMP threads; otherwise NumPy does it on L2-sized blocks of channels in
 parallel, finding the winners with uint8 arithmetic (masked NumPy
 assignments, ``copyto(where=)``, run at under 1 GB/s).
@@ -17,13 +17,13 @@ import chainer.functions
 from chainer.utils import conv
 from chainer.utils import type_check
 
-from functions.channel_major import channel_major
-from functions.channel_major import nchw
-from functions.channel_major import pair
-from functions.channel_major import tap_ranges
-from functions.cpu_runtime import fast_paths_enabled
-from functions.cpu_runtime import native_kernels
-from functions.cpu_runtime import parallel_blocks
+from cpu_engine.channel_major import channel_major
+from cpu_engine.channel_major import nchw
+from cpu_engine.channel_major import pair
+from cpu_engine.channel_major import tap_ranges
+from cpu_engine.cpu_runtime import fast_paths_enabled
+from cpu_engine.cpu_runtime import native_kernels
+from cpu_engine.cpu_runtime import parallel_blocks
 
 
 def _pool(xs, ys, ws, taps):
@@ -131,7 +131,7 @@ class MaxPooling2DGrad(function_node.FunctionNode):
 
     def backward(self, indexes, grad_outputs):
         raise NotImplementedError(
-            'functions.max_pooling_2d supports first-order gradients only')
+            'cpu_engine.max_pooling_2d supports first-order gradients only')
 
 
 def max_pooling_2d(x, ksize, stride=None, pad=0, cover_all=True,

@@ -11,7 +11,7 @@ caller's layout into the primitive's and the result back, as PyTorch's
 eager CPU convolutions do.
 
 :func:`available` says whether the library could be loaded; without it
-:mod:`functions.convolution_2d` uses its NumPy GEMMs. Primitives are built
+:mod:`cpu_engine.convolution_2d` uses its NumPy GEMMs. Primitives are built
 once per layer shape and layout and kept (:func:`convolution`).
 """
 import ctypes
@@ -118,7 +118,7 @@ def matmul(a, b, out=None):
     """``a @ b`` of 2-D float32 arrays by oneDNN's ``sgemm``.
 
     It runs on the OpenMP threads of the convolutions and of
-    ``functions._kernels``, not on a BLAS's own pool. ``a`` and ``b`` may
+    ``cpu_engine._kernels``, not on a BLAS's own pool. ``a`` and ``b`` may
     be transposed views; ``out``, if given, must have unit-stride rows.
     """
     m, k = a.shape

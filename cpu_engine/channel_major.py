@@ -8,7 +8,7 @@ permuted strides, and NumPy's element-wise operations keep that order.
 """
 import numpy
 
-from functions.cpu_runtime import parallel_for
+from cpu_engine.cpu_runtime import parallel_for
 
 
 def channel_major(x):

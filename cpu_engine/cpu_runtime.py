@@ -9,7 +9,7 @@ working set in again, the kernel zeroing each page. Raising the mmap and
 trim thresholds (:func:`configure`) keeps freed buffers in the heap so that
 the next step reuses them.
 
-C loops. Where setup.py has built the ``functions._kernels`` extension,
+C loops. Where setup.py has built the ``cpu_engine._kernels`` extension,
 :func:`native_kernels` hands it the float32 work of the optimizer update,
 weight decay, batch normalization, ReLU and max pooling: each array is
 read once or twice, with no temporaries, instead of once per NumPy
@@ -33,7 +33,7 @@ from chainer.backends import intel64
 import numpy
 
 try:
-    from functions import _kernels as kernels
+    from cpu_engine import _kernels as kernels
 except ImportError:  # not built: no C compiler; NumPy does the work
     kernels = None
 
@@ -122,7 +122,7 @@ def parallel_for(fn, n):
 
 
 def fast_paths_enabled():
-    """Whether the NumPy fast paths of :mod:`functions` are on.
+    """Whether the NumPy fast paths of :mod:`cpu_engine` are on.
 
     ``chainer.config.cpu_fast_paths`` (default True) turns them off, e.g.
     ``with chainer.using_config('cpu_fast_paths', False):`` to run Chainer's
@@ -174,7 +174,7 @@ def parallel_elementwise(fn, *arrays):
 
 
 def native_kernels(*arrays):
-    """The ``functions._kernels`` module if it can take ``arrays``, else None.
+    """The ``cpu_engine._kernels`` module if it can take ``arrays``, else None.
 
     It takes C-contiguous float32 NumPy arrays only; None also when the
     extension is not built.

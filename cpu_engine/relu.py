@@ -5,9 +5,9 @@ residual ``F.relu(h + shortcut)`` adds a third array and another pass. Here
 
     y = max(x_1 + ... + x_n, 0),    gx_i = gy [y > 0]
 
-runs in one pass of the C loops of ``functions._kernels`` for float32
+runs in one pass of the C loops of ``cpu_engine._kernels`` for float32
 (split over OpenMP threads), else over L2-sized blocks of the arrays'
-memory on the threads of :func:`functions.cpu_runtime.parallel_for`.
+memory on the threads of :func:`cpu_engine.cpu_runtime.parallel_for`.
 Arrays that share one dense memory order (channel-major activations do)
 are processed flat; others go through plain NumPy expressions.
 """
@@ -17,9 +17,9 @@ from chainer import function_node
 import chainer.functions
 from chainer.utils import type_check
 
-from functions.cpu_runtime import fast_paths_enabled
-from functions.cpu_runtime import native_kernels
-from functions.cpu_runtime import parallel_for
+from cpu_engine.cpu_runtime import fast_paths_enabled
+from cpu_engine.cpu_runtime import native_kernels
+from cpu_engine.cpu_runtime import parallel_for
 
 # Elements per block: a few float32 arrays of it stay in L2.
 BLOCK = 1 << 16
@@ -128,7 +128,7 @@ class ReLUGrad(function_node.FunctionNode):
 
     def backward(self, indexes, grad_outputs):
         raise NotImplementedError(
-            'functions.relu supports first-order gradients only')
+            'cpu_engine.relu supports first-order gradients only')
 
 
 def _numpy_inputs(xs):

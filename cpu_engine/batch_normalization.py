@@ -2,7 +2,7 @@
 
 Chainer's NumPy batch normalization reduces over axes (0, 2, 3) of an NCHW
 array and makes about ten full passes over memory, each single-threaded.
-With channel-major activations (see :mod:`functions.channel_major`) each
+With channel-major activations (see :mod:`cpu_engine.channel_major`) each
 channel is one contiguous row, so this implementation works on blocks of
 whole channels small enough to stay in the core's L2 cache, runs the blocks
 on all cores, and touches main memory about once per input and output:
@@ -13,12 +13,12 @@ on all cores, and touches main memory about once per input and output:
               gbeta = sum(gy), ggamma = sum(gy x_hat),
               gx = gamma / sqrt(var + eps) (gy - (x_hat ggamma + gbeta) / m)
 
-For float32 the C loops of ``functions._kernels`` do it per channel row
+For float32 the C loops of ``cpu_engine._kernels`` do it per channel row
 in double sums, rows split over OpenMP threads: forward the mean, the
 variance over ``x - mu`` and ``y`` (three passes over the cached row),
 backward ``gbeta`` and ``ggamma`` in one pass and ``gx`` in another.
 Without them, or for other dtypes, NumPy does it on blocks of rows on the
-threads of :func:`functions.cpu_runtime.parallel_blocks`, with ``einsum`` sums (float32 accumulators, about 2.5x faster than
+threads of :func:`cpu_engine.cpu_runtime.parallel_blocks`, with ``einsum`` sums (float32 accumulators, about 2.5x faster than
 NumPy's pairwise ``sum``). It is an implementation (``impl_selector``)
 of Chainer's own ``BatchNormalization`` FunctionNode, so the running
 statistics, the double-backward and every other device keep Chainer's code.
@@ -28,11 +28,11 @@ import numpy
 from chainer.functions.normalization import batch_normalization as _bn
 from chainer.utils import argument
 
-from functions.channel_major import channel_major
-from functions.channel_major import nchw
-from functions.cpu_runtime import fast_paths_enabled
-from functions.cpu_runtime import native_kernels
-from functions.cpu_runtime import parallel_blocks
+from cpu_engine.channel_major import channel_major
+from cpu_engine.channel_major import nchw
+from cpu_engine.cpu_runtime import fast_paths_enabled
+from cpu_engine.cpu_runtime import native_kernels
+from cpu_engine.cpu_runtime import parallel_blocks
 
 
 class ChannelMajorBatchNormalizationImpl(_bn._BatchNormalizationImpl):

@@ -1,9 +1,14 @@
-"""The error raised when an all-reduced gradient holds inf or NaN.
+"""The errors that end a training job, shared by every package.
 
-The reduced buffer is the same on every worker, so each one detects the
-same non-finite elements locally and raises together, before the gradients
-reach the optimizer.
+``InputError`` is bad input (a flag, file or line): the job ends with its
+one-line message and exit status 2. ``NonFiniteGradientError`` is an
+all-reduced gradient holding inf or NaN: every worker sees the same reduced
+buffer, so all raise together, before the optimizer applies it.
 """
+
+
+class InputError(ValueError):
+    """Bad input: its message is one line naming the file, line or flag."""
 
 
 class NonFiniteGradientError(RuntimeError):
@@ -32,3 +37,18 @@ class NonFiniteGradientError(RuntimeError):
                 return cls(count, name)
         raise IndexError('element {} lies beyond the packed gradients'
                          .format(first_index))
+
+
+class ParameterError(ValueError):
+    """A library parameter out of its range; the script names the flag.
+
+    Attributes:
+        name (str): the parameter, e.g. ``'momentum'``.
+        value: the value given.
+        expected (str): what it must be, e.g. ``'in [0, 1)'``.
+    """
+
+    def __init__(self, name, value, expected):
+        self.name, self.value, self.expected = name, value, expected
+        super(ParameterError, self).__init__(
+            '{} must be {}, got {!r}'.format(name, expected, value))

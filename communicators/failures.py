@@ -1,0 +1,75 @@
+"""How a failure on one worker or on all of them ends the MPI job.
+
+- Bad input found while starting: :func:`agree` runs each worker's checks
+  and gathers their failures, so every worker raises the same
+  :class:`errors.InputError`; rank 0 prints its one line and every worker
+  exits 2.
+- Bad input met by one worker while training (an undecodable image): that
+  worker prints one line naming its rank and aborts the job with status 2.
+- A non-finite all-reduced gradient: every worker raises together; rank 0
+  prints one line and every worker exits 3, leaving the snapshots as they
+  are.
+- Anything else: the traceback, then an abort with status 1, so that no
+  worker is left blocked in a collective.
+"""
+import contextlib
+import os
+import sys
+import traceback
+
+from errors import InputError
+from errors import NonFiniteGradientError
+
+
+class JobInputError(InputError):
+    """Bad input that every worker has raised together (see :func:`agree`).
+    """
+
+
+def agree(comm, check, *args):
+    """``check(*args)`` on every worker; if it raised :class:`InputError` on
+    any, :class:`JobInputError` with the first message on all of them."""
+    result, failure = None, None
+    try:
+        result = check(*args)
+    except InputError as e:
+        failure = str(e)
+    failures = [f for f in comm.mpi_comm.allgather(failure) if f]
+    if failures:
+        raise JobInputError(failures[0])
+    return result
+
+
+def _world():
+    from mpi4py import MPI  # imported late: MPI starts after the loaders
+    return MPI.COMM_WORLD
+
+
+def _error(message):
+    print('{}: error: {}'.format(os.path.basename(sys.argv[0]), message),
+          file=sys.stderr)
+    sys.stderr.flush()
+
+
+@contextlib.contextmanager
+def ending_the_job(out):
+    """Turns the failures above into their one line and exit status;
+    ``out`` is the output directory that a divergence leaves untouched."""
+    try:
+        yield
+    except JobInputError as e:
+        if _world().rank == 0:
+            _error(e)
+        sys.exit(2)
+    except InputError as e:
+        _error('worker {}: {}'.format(_world().rank, e))
+        _world().Abort(2)
+    except NonFiniteGradientError as e:
+        if _world().rank == 0:
+            _error('training diverged: {}; the snapshots in {} are untouched'
+                   .format(e, out))
+        sys.exit(3)
+    except Exception:
+        traceback.print_exc()
+        sys.stderr.flush()
+        _world().Abort(1)

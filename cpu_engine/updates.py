@@ -1,0 +1,55 @@
+"""The optimizer's element-wise updates on NumPy arrays, on every core.
+
+NumPy's expression form makes a temporary of the parameter's size per
+operation and a dozen passes over memory. Here float32 C-contiguous arrays
+go through one C loop on the OpenMP threads that reads each array once
+(with NumPy's float32 rounding: no FMA contraction); other arrays go
+through NumPy on L2-sized blocks, whose passes after the first hit cache.
+"""
+import numpy
+
+from cpu_engine.cpu_runtime import native_kernels
+from cpu_engine.cpu_runtime import parallel_elementwise
+
+
+def rmsprop_warmup(theta, g, m, delta, lr, mu1, mu2, eps, alpha_sgd,
+                   alpha_rmsprop):
+    """In place: ``m = mu2 m + (1 - mu2) g^2``, ``delta = mu1 delta -
+    (alpha_sgd + alpha_rmsprop / (sqrt(m) + eps)) g``, ``theta += lr delta``
+    (:mod:`optimizers.rmsprop_warmup`)."""
+    kernels = native_kernels(theta, g, m, delta)
+    if kernels is not None:
+        kernels.rmsprop_warmup(theta, g, m, delta, lr, mu1, mu2, eps,
+                               alpha_sgd, alpha_rmsprop)
+        return
+
+    def update(theta, g, m, delta):
+        step = numpy.multiply(g, g)
+        step *= 1 - mu2
+        m *= mu2
+        m += step
+        if alpha_rmsprop:
+            numpy.sqrt(m, out=step)
+            step += eps
+            numpy.divide(alpha_rmsprop, step, out=step)
+            step += alpha_sgd
+            step *= g
+        else:
+            numpy.multiply(g, alpha_sgd, out=step)
+        delta *= mu1
+        delta -= step
+        numpy.multiply(delta, lr, out=step)
+        theta += step
+    parallel_elementwise(update, theta, g, m, delta)
+
+
+def weight_decay(g, theta, rate):
+    """In place: ``g += rate * theta``."""
+    kernels = native_kernels(g, theta)
+    if kernels is not None:
+        kernels.weight_decay(g, theta, rate)
+        return
+
+    def decay(theta, g):
+        g += numpy.multiply(theta, rate)
+    parallel_elementwise(decay, theta, g)
