@@ -39,8 +39,10 @@ import chainer.links as L
 import numpy
 from PIL import Image
 
-import datasets
+import cpu_engine
 from cpu_engine import cpu_runtime
+import datasets
+import errors
 import models
 from optimizers import recipes
 from optimizers.rmsprop_warmup import RMSpropWarmup
@@ -91,13 +93,21 @@ class FlopCounter(chainer.LinkHook):
         self.training += flops * (3 if needs_gx else 2)
 
 
-def chainer_step(size, batchsize, args):
-    """A closure running one training step, its FLOPs per image, optimizer."""
-    model = models.ResNet50()
-    optimizer = recipes.create_optimizer(args, batchsize)
+def chainer_step(size, batchsize, recipe):
+    """A closure running one training step, its FLOPs per image, optimizer.
+
+    The model is built on the CPU engine's layers, as the trainer builds it
+    on CPUs; ``chainer.config.cpu_fast_paths = False`` runs Chainer's own
+    functions through the same layers (``--stock``).
+    """
+    model = models.ResNet50(layers=cpu_engine)
+    optimizer = recipes.create_optimizer(recipe)
+    for attr, schedule in recipes.hyperparameter_schedules(
+            recipe, batchsize).items():
+        setattr(optimizer, attr, schedule(0.0))
     optimizer.lr = 0
     optimizer.setup(model)
-    recipes.add_hooks(optimizer, args)
+    recipes.add_hooks(optimizer, recipe)
     rng = numpy.random.RandomState(1)
     x = rng.randn(batchsize, 3, size, size).astype(numpy.float32)
     t = rng.randint(0, 1000, batchsize).astype(numpy.int32)
@@ -113,7 +123,7 @@ def chainer_step(size, batchsize, args):
     return step, counter.training / batchsize, optimizer
 
 
-def torch_update(model, optimizer, args):
+def torch_update(model, optimizer, recipe):
     """The update of the Chainer ``optimizer`` for a PyTorch ``model``.
 
     Weight decay (``g += rate theta``, with the recipe's exemptions: BN's
@@ -122,7 +132,7 @@ def torch_update(model, optimizer, args):
     written with PyTorch's multi-tensor ``_foreach`` kernels as its own
     optimizers are.
     """
-    exempt = recipes.WEIGHT_DECAY_EXEMPT[args.weight_decay_exempt]
+    exempt = recipes.WEIGHT_DECAY_EXEMPT[recipe.weight_decay_exempt]
     decayed, params = [], []
     for module in model.modules():
         for name, p in module.named_parameters(recurse=False):
@@ -136,9 +146,9 @@ def torch_update(model, optimizer, args):
     squares = [torch.zeros_like(p) for p in params]
 
     def update():
-        if args.weight_decay > 0:
+        if recipe.weight_decay > 0:
             torch._foreach_add_([p.grad for p in decayed], decayed,
-                                alpha=args.weight_decay)
+                                alpha=recipe.weight_decay)
         grads = [p.grad for p in params]
         if not isinstance(optimizer, RMSpropWarmup):
             # Chainer's MomentumSGD: v = momentum v - lr g; theta += v.
@@ -163,7 +173,7 @@ def torch_update(model, optimizer, args):
     return update
 
 
-def torch_step(size, batchsize, optimizer, args):
+def torch_step(size, batchsize, optimizer, recipe):
     """The same network and step in PyTorch (eager), with the same update."""
     nn = torch.nn
 
@@ -210,7 +220,7 @@ def torch_step(size, batchsize, optimizer, args):
             return self.fc(self.blocks(h).mean((2, 3)))
 
     model = ResNet50()
-    update = torch_update(model, optimizer, args)
+    update = torch_update(model, optimizer, recipe)
     x = torch.randn(batchsize, 3, size, size)
     t = torch.randint(0, 1000, (batchsize,))
 
@@ -241,13 +251,15 @@ def _stock(step):
 
 def benchmark(size, args):
     peak = gemm_peak()
-    fast, flops, optimizer = chainer_step(size, args.batchsize, args)
+    fast, flops, optimizer = chainer_step(size, args.batchsize,
+                                          args.recipe)
     steps = {'chainer': fast}
     if args.stock:
         steps['chainer-stock'] = _stock(fast)
         steps['chainer-stock']()
     if torch is not None and not args.no_torch:
-        steps['pytorch'] = torch_step(size, args.batchsize, optimizer, args)
+        steps['pytorch'] = torch_step(size, args.batchsize, optimizer,
+                                      args.recipe)
     times = {name: [] for name in steps}
     for _ in range(args.rounds):
         for name, step in steps.items():
@@ -342,8 +354,11 @@ def parse_args(argv=None):
     if any(s < 32 for s in args.sizes):
         parser.error('--sizes must be at least 32 pixels, got {}'.format(
             ' '.join(map(str, args.sizes))))
-    args.epoch = 90
-    recipes.resolve(args, parser)
+    try:
+        args.recipe = recipes.resolve(args.recipe, **{
+            name: getattr(args, name) for name in recipes.OVERRIDES})
+    except errors.ParameterError as e:
+        parser.error(str(e))
     return args
 
 

@@ -24,18 +24,18 @@ class _Net(chainer.Chain):
 @pytest.mark.parametrize('recipe', ['akiba2017', 'goyal2017', 'sgd'])
 @pytest.mark.parametrize('epoch', [0.0, 11.0])
 def test_torch_update_matches_the_chainer_optimizer(recipe, epoch):
-    args = train_step.parse_args(['--recipe', recipe])
+    recipe = train_step.parse_args(['--recipe', recipe]).recipe
     rng = numpy.random.RandomState(0)
     W, gW = rng.standard_normal((2, 3, 4)).astype(numpy.float32)
     b, gb, gamma, ggamma = rng.standard_normal((4, 3)).astype(numpy.float32)
 
     net = _Net(W, b, gamma)
-    optimizer = recipes.create_optimizer(args, 8192)
+    optimizer = recipes.create_optimizer(recipe)
     for attr, schedule in recipes.hyperparameter_schedules(
-            args, 8192).items():
+            recipe, 8192).items():
         setattr(optimizer, attr, schedule(epoch))
     optimizer.setup(net)
-    recipes.add_hooks(optimizer, args)
+    recipes.add_hooks(optimizer, recipe)
 
     model = torch.nn.Sequential(torch.nn.Linear(4, 3),
                                 torch.nn.BatchNorm2d(3))
@@ -44,7 +44,7 @@ def test_torch_update_matches_the_chainer_optimizer(recipe, epoch):
         fc.weight.copy_(torch.from_numpy(W))
         fc.bias.copy_(torch.from_numpy(b))
         bn.weight.copy_(torch.from_numpy(gamma))
-    update = train_step.torch_update(model, optimizer, args)
+    update = train_step.torch_update(model, optimizer, recipe)
     for _ in range(2):  # the second step sees the momentum buffers
         net.cleargrads()
         net.fc.W.grad, net.fc.b.grad = gW.copy(), gb.copy()

@@ -1,5 +1,6 @@
 """Command-line recipes: flags, hooks, schedule extensions and resume."""
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -14,25 +15,24 @@ import chainermn
 import numpy
 import pytest
 
+import errors
 from extensions import schedules
 from optimizers import recipes
 from optimizers import RMSpropWarmup
 from optimizers.weight_decay import WeightDecay
 
 
-def make_parser():
+def make_recipe(*argv):
+    """The recipe that the training script resolves from ``argv``."""
     parser = argparse.ArgumentParser(prog='train')
     parser.add_argument('--epoch', type=int, default=90)
     recipes.add_arguments(parser)
-    return parser
+    args = parser.parse_args(list(argv))
+    return recipes.resolve(args.recipe, args.epoch, **{
+        name: getattr(args, name) for name in recipes.OVERRIDES})
 
 
-def make_args(*argv):
-    parser = make_parser()
-    return recipes.resolve(parser.parse_args(list(argv)), parser)
-
-
-@pytest.mark.parametrize('recipe, expected', [
+@pytest.mark.parametrize('name, expected', [
     ('akiba2017', dict(optimizer='rmsprop-warmup', lr_schedule='slow-start',
                        weight_decay_exempt='none', zero_init_residual=False,
                        lr_rmsprop=3e-4, mu2=0.99, eps=1e-8,
@@ -45,98 +45,108 @@ def make_args(*argv):
                  lr_schedule='constant', weight_decay_exempt='none',
                  zero_init_residual=False)),
 ])
-def test_recipe_defaults(recipe, expected):
-    args = make_args('--recipe', recipe)
-    for dest, value in dict(expected, momentum=0.9, weight_decay=1e-4,
-                            scale_schedule=False, lr=None).items():
-        assert getattr(args, dest) == value, dest
-    assert recipes.zero_init_residual(args) == expected['zero_init_residual']
+def test_recipe_defaults(name, expected):
+    recipe = make_recipe('--recipe', name)
+    assert recipe == recipes.resolve(name)
+    for setting, value in dict(expected, momentum=0.9, weight_decay=1e-4,
+                               scale_schedule=False, lr=None).items():
+        assert getattr(recipe, setting) == value, setting
 
 
 def test_default_recipe_is_akiba2017():
-    assert make_args().recipe == 'akiba2017'
+    assert make_recipe().name == 'akiba2017'
 
 
 def test_explicit_flags_override_the_recipe():
-    args = make_args('--recipe', 'goyal2017', '--no-zero-init-residual',
-                     '--lr-schedule', 'slow-start', '--weight-decay', '0',
-                     '--weight-decay-exempt', 'bn-bias', '--momentum', '0.8',
-                     '--no-momentum-correction')
-    assert (args.zero_init_residual, args.lr_schedule, args.weight_decay,
-            args.weight_decay_exempt, args.momentum,
-            args.momentum_correction) == (False, 'slow-start', 0.0,
-                                          'bn-bias', 0.8, False)
-    args = make_args('--recipe', 'sgd', '--optimizer', 'rmsprop-warmup',
-                     '--zero-init-residual', '--mu2', '0.9')
-    assert (args.optimizer, args.zero_init_residual, args.mu2,
-            args.momentum_correction) == ('rmsprop-warmup', True, 0.9, True)
+    recipe = make_recipe('--recipe', 'goyal2017', '--no-zero-init-residual',
+                         '--lr-schedule', 'slow-start', '--weight-decay', '0',
+                         '--weight-decay-exempt', 'bn-bias', '--momentum',
+                         '0.8', '--no-momentum-correction')
+    assert (recipe.zero_init_residual, recipe.lr_schedule,
+            recipe.weight_decay, recipe.weight_decay_exempt, recipe.momentum,
+            recipe.momentum_correction) == (False, 'slow-start', 0.0,
+                                            'bn-bias', 0.8, False)
+    recipe = make_recipe('--recipe', 'sgd', '--optimizer', 'rmsprop-warmup',
+                         '--zero-init-residual', '--mu2', '0.9')
+    assert (recipe.optimizer, recipe.zero_init_residual, recipe.mu2,
+            recipe.momentum_correction) == ('rmsprop-warmup', True, 0.9, True)
 
 
-def test_resolve_is_idempotent():
-    for recipe in recipes.RECIPES:
-        args = make_args('--recipe', recipe)
-        before = vars(args).copy()
-        assert vars(recipes.resolve(args)) == before
+def test_recipe_is_immutable_and_left_unchanged():
+    recipe = make_recipe('--epoch', '9', '--scale-schedule')
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        recipe.lr = 1.0
+    before = dataclasses.asdict(recipe)
+    optimizer = recipes.create_optimizer(recipe)
+    optimizer.setup(Net())
+    recipes.add_hooks(optimizer, recipe)
+    recipes.hyperparameter_schedules(recipe, 256)
+    assert dataclasses.asdict(recipe) == before
 
 
 @pytest.mark.parametrize('argv, message', [
     (['--recipe', 'sgd', '--mu2', '0.9'],
-     '--mu2 applies only to --optimizer rmsprop-warmup'),
+     'mu2 must be unset unless the optimizer is rmsprop-warmup, got 0.9'),
     (['--optimizer', 'momentum-sgd', '--warmup-center', '3'],
-     '--warmup-center applies only'),
+     'warmup_center must be unset unless'),
     (['--no-momentum-correction'],
-     '--no-momentum-correction applies only to --optimizer momentum-sgd'),
-    (['--momentum', '1.0'], '--momentum must be in [0, 1), got 1.0'),
-    (['--lr', '0'], '--lr must be positive, got 0.0'),
-    (['--weight-decay=-1e-4'], '--weight-decay must be non-negative'),
-    (['--warmup-period', '0'], '--warmup-period must be positive'),
-    (['--mu2', '1'], '--mu2 must be in [0, 1)'),
+     'momentum_correction must be on with the rmsprop-warmup optimizer'),
+    (['--momentum', '1.0'], 'momentum must be in [0, 1), got 1.0'),
+    (['--lr', '0'], 'lr must be positive, got 0.0'),
+    (['--weight-decay=-1e-4'], 'weight_decay must be non-negative'),
+    (['--warmup-period', '0'], 'warmup_period must be positive'),
+    (['--mu2', '1'], 'mu2 must be in [0, 1)'),
+    (['--eps=-1'], 'eps must be non-negative, got -1.0'),
 ])
-def test_bad_flags_give_a_one_line_error(argv, message, capsys):
-    with pytest.raises(SystemExit) as e:
-        make_args(*argv)
-    assert e.value.code == 2
-    err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.startswith('train: error: ' + message)
+def test_bad_settings_name_the_parameter_and_value(argv, message):
+    with pytest.raises(errors.ParameterError) as e:
+        make_recipe(*argv)
+    assert str(e.value).startswith(message)
+    assert '--' not in str(e.value)
 
 
-def test_bad_flags_raise_value_error_without_a_parser():
-    args = make_parser().parse_args(['--eps=-1'])
-    with pytest.raises(ValueError, match='--eps must be non-negative'):
-        recipes.create_optimizer(args, 256)
+def test_unknown_recipe_and_setting():
+    with pytest.raises(errors.ParameterError, match="recipe must be one of"):
+        recipes.resolve('adam')
+    with pytest.raises(TypeError, match='learning_rate'):
+        recipes.resolve('sgd', learning_rate=0.1)
 
 
-def test_create_optimizer_akiba2017_starts_at_epoch_0():
-    optimizer = recipes.create_optimizer(make_args(), 32768)
+def test_create_optimizer_akiba2017():
+    optimizer = recipes.create_optimizer(make_recipe())
     assert isinstance(optimizer, RMSpropWarmup)
-    a_sgd = 0.5 * math.exp(-4)
-    assert optimizer.lr == pytest.approx(6.4)
-    assert optimizer.alpha_sgd == pytest.approx(a_sgd)
-    assert optimizer.alpha_rmsprop == pytest.approx((1 - a_sgd) * 3e-4 / 6.4)
     assert (optimizer.mu1, optimizer.mu2, optimizer.eps) == (0.9, 0.99, 1e-8)
 
 
 def test_create_optimizer_goyal2017_is_corrected_momentum_sgd():
     optimizer = recipes.create_optimizer(
-        make_args('--recipe', 'goyal2017', '--momentum', '0.8'), 8192)
+        make_recipe('--recipe', 'goyal2017', '--momentum', '0.8'))
     assert isinstance(optimizer, RMSpropWarmup)
     assert (optimizer.alpha_sgd, optimizer.alpha_rmsprop) == (1.0, 0.0)
-    assert optimizer.lr == pytest.approx(0.1)  # warm-up starts at 0.1
     assert optimizer.mu1 == 0.8
+    lr = recipes.hyperparameter_schedules(
+        make_recipe('--recipe', 'goyal2017'), 8192)['lr']
+    assert lr(0) == pytest.approx(0.1)  # warm-up starts at 0.1
 
 
 def test_create_optimizer_sgd_is_chainer_momentum_sgd():
-    optimizer = recipes.create_optimizer(make_args('--recipe', 'sgd'), 32768)
+    recipe = make_recipe('--recipe', 'sgd')
+    optimizer = recipes.create_optimizer(recipe)
     assert type(optimizer) is chainer.optimizers.MomentumSGD
-    assert (optimizer.lr, optimizer.momentum) == (pytest.approx(12.8), 0.9)
-    optimizer = recipes.create_optimizer(
-        make_args('--recipe', 'sgd', '--lr', '0.5'), 32768)
-    assert optimizer.lr == 0.5
+    assert optimizer.momentum == 0.9
+    assert recipes.hyperparameter_schedules(recipe, 32768)['lr'](
+        0) == pytest.approx(12.8)
+    assert recipes.hyperparameter_schedules(
+        make_recipe('--recipe', 'sgd', '--lr', '0.5'), 32768)['lr'](0) == 0.5
 
 
 def test_schedules_of_akiba2017():
-    lr, a_sgd, a_rms = [recipes.hyperparameter_schedules(
-        make_args(), 32768)[k] for k in ('lr', 'alpha_sgd', 'alpha_rmsprop')]
+    schedule = recipes.hyperparameter_schedules(make_recipe(), 32768)
+    lr, a_sgd, a_rms = [schedule[k]
+                        for k in ('lr', 'alpha_sgd', 'alpha_rmsprop')]
+    assert lr(0) == pytest.approx(6.4)
+    assert a_sgd(0) == pytest.approx(0.5 * math.exp(-4))
+    assert a_rms(0) == pytest.approx((1 - 0.5 * math.exp(-4)) * 3e-4 / 6.4)
     assert lr(39.9) == pytest.approx(6.4)
     assert lr(40) == pytest.approx(0.96)
     assert a_sgd(11) == pytest.approx(0.7)
@@ -146,8 +156,8 @@ def test_schedules_of_akiba2017():
 
 def test_scaled_schedules_follow_the_run_length():
     s = recipes.hyperparameter_schedules(
-        make_args('--epoch', '9', '--scale-schedule', '--lr-rmsprop', '1e-3',
-                  '--alpha-sgd-form', 'double-slope'), 1024)
+        make_recipe('--epoch', '9', '--scale-schedule', '--lr-rmsprop',
+                    '1e-3', '--alpha-sgd-form', 'double-slope'), 1024)
     # lr boundaries 40/70/85 -> 4/7/8.5; warm-up centre 10 -> 1, period 0.5
     assert s['lr'](4 - 1e-9) == pytest.approx(0.2)
     assert s['lr'](4) == pytest.approx(0.03)
@@ -157,8 +167,8 @@ def test_scaled_schedules_follow_the_run_length():
     assert s['alpha_sgd'](1.25) == 1.0
     assert s['alpha_rmsprop'](1.0) == pytest.approx(0.5 * 1e-3 / 0.2)
     goyal = recipes.hyperparameter_schedules(
-        make_args('--recipe', 'goyal2017', '--epoch', '18',
-                  '--scale-schedule'), 8192)
+        make_recipe('--recipe', 'goyal2017', '--epoch', '18',
+                    '--scale-schedule'), 8192)
     assert set(goyal) == {'lr'}
     assert goyal['lr'](0.5) == pytest.approx(1.65)  # half of the 1-epoch ramp
     assert goyal['lr'](6) == pytest.approx(0.32)
@@ -188,14 +198,15 @@ ALL_PARAMS = {'/l1/W', '/l1/b', '/bn/gamma', '/bn/beta', '/l2/W', '/l2/b'}
     (['--weight-decay', '0'], ALL_PARAMS),
 ])
 def test_weight_decay_exemptions(flags, undecayed):
-    args = make_args('--recipe', 'sgd', '--weight-decay', '0.01',
-                     '--lr', '1.0', *flags)
+    recipe = make_recipe('--recipe', 'sgd', '--weight-decay', '0.01',
+                         '--lr', '1.0', *flags)
     net = Net()
     for p in net.params():
         p.array[...] = 1.0
-    optimizer = recipes.create_optimizer(args, 256)
+    optimizer = recipes.create_optimizer(recipe)
     optimizer.setup(net)
-    recipes.add_hooks(optimizer, args)
+    recipes.add_hooks(optimizer, recipe)
+    optimizer.lr = 1.0
     net.cleargrads()
     optimizer.update()  # zero gradients: only the decay moves a parameter
     assert {name for name, _ in net.namedparams()} == ALL_PARAMS
@@ -215,22 +226,22 @@ def dataset():
         rng.randint(0, 3, N_EXAMPLES).astype(numpy.int32))
 
 
-def train(out, args, stop, optimizer_wrapper=None, resume=None,
+def train(out, recipe, stop, optimizer_wrapper=None, resume=None,
           snapshot=None):
     """A tiny Trainer run with the recipe; returns (model, per-iteration log).
     """
     numpy.random.seed(0)
     model = L.Classifier(Net())
-    optimizer = recipes.create_optimizer(args, BATCH)
+    optimizer = recipes.create_optimizer(recipe)
     if optimizer_wrapper is not None:
         optimizer = optimizer_wrapper(optimizer)
     optimizer.setup(model)
-    recipes.add_hooks(optimizer, args)
+    recipes.add_hooks(optimizer, recipe)
     iterator = chainer.iterators.SerialIterator(dataset(), BATCH,
                                                 shuffle=False)
     trainer = training.Trainer(training.StandardUpdater(iterator, optimizer),
                                (stop, 'iteration'), out=out)
-    assert recipes.extend_trainer(trainer, args, optimizer, BATCH) == [
+    assert recipes.extend_trainer(trainer, recipe, optimizer, BATCH) == [
         'lr', 'alpha_sgd', 'alpha_rmsprop']
     log = chainer_extensions.LogReport(trigger=(1, 'iteration'),
                                        filename=None)
@@ -243,9 +254,9 @@ def train(out, args, stop, optimizer_wrapper=None, resume=None,
     return model, log.log
 
 
-def check_logged_values(args, log):
+def check_logged_values(recipe, log):
     """Entry k holds the values used by update k, at epoch (k-1) B / N."""
-    s = recipes.hyperparameter_schedules(args, BATCH)
+    s = recipes.hyperparameter_schedules(recipe, BATCH)
     for entry in log:
         epoch = (entry['iteration'] - 1) * BATCH / N_EXAMPLES
         for key in ('lr', 'alpha_sgd', 'alpha_rmsprop'):
@@ -256,17 +267,17 @@ def check_logged_values(args, log):
 def test_resume_mid_warmup_continues_exactly(tmp_path):
     # Warm-up laid out for 2 epochs: centre 0.222, fully SGD at 0.278
     # (iteration 11.1); the run is interrupted inside the linear branch.
-    args = make_args('--epoch', str(EPOCHS), '--scale-schedule')
+    recipe = make_recipe('--epoch', str(EPOCHS), '--scale-schedule')
     assert 0.5 < schedules.alpha_sgd(9 * BATCH / N_EXAMPLES,
                                      10 * EPOCHS / 90, 5 * EPOCHS / 90) < 1
-    whole, whole_log = train(str(tmp_path / 'a'), args, 14)
-    check_logged_values(args, whole_log)
+    whole, whole_log = train(str(tmp_path / 'a'), recipe, 14)
+    check_logged_values(recipe, whole_log)
     snapshot = str(tmp_path / 'snapshot')
-    train(str(tmp_path / 'b'), args, 9, snapshot=snapshot)
-    resumed, resumed_log = train(str(tmp_path / 'c'), args, 14,
+    train(str(tmp_path / 'b'), recipe, 9, snapshot=snapshot)
+    resumed, resumed_log = train(str(tmp_path / 'c'), recipe, 14,
                                  resume=snapshot)
     assert [e['iteration'] for e in resumed_log][-5:] == list(range(10, 15))
-    check_logged_values(args, resumed_log)
+    check_logged_values(recipe, resumed_log)
     for (name, p), (_, q) in zip(sorted(whole.namedparams()),
                                  sorted(resumed.namedparams())):
         numpy.testing.assert_array_equal(p.array, q.array, err_msg=name)
@@ -283,16 +294,16 @@ class LocalCommunicator(object):
 
 
 def test_schedule_reaches_the_optimizer_inside_chainermn_wrapper(tmp_path):
-    args = make_args('--epoch', str(EPOCHS), '--scale-schedule')
+    recipe = make_recipe('--epoch', str(EPOCHS), '--scale-schedule')
 
     def wrap(optimizer):
         wrap.actual = optimizer
         return chainermn.create_multi_node_optimizer(optimizer,
                                                      LocalCommunicator())
 
-    _, log = train(str(tmp_path), args, 10, optimizer_wrapper=wrap)
-    check_logged_values(args, log)
-    s = recipes.hyperparameter_schedules(args, BATCH)
+    _, log = train(str(tmp_path), recipe, 10, optimizer_wrapper=wrap)
+    check_logged_values(recipe, log)
+    s = recipes.hyperparameter_schedules(recipe, BATCH)
     epoch = 10 * BATCH / N_EXAMPLES   # set for the 11th update
     rule = next(iter(wrap.actual.target.params())).update_rule
     for key in ('lr', 'alpha_sgd', 'alpha_rmsprop'):
@@ -311,8 +322,8 @@ def test_two_process_akiba2017_logs_the_scheduled_values(mpirun, tmp_path):
     with open(os.path.join(out, 'log')) as f:
         log = json.load(f)
     assert [e['iteration'] for e in log] == [1, 2, 3]
-    args = make_args('--epoch', '1', '--scale-schedule')
-    s = recipes.hyperparameter_schedules(args, 8)
+    s = recipes.hyperparameter_schedules(
+        make_recipe('--epoch', '1', '--scale-schedule'), 8)
     for entry in log:
         epoch = (entry['iteration'] - 1) * 8 / n_train
         for key in ('lr', 'alpha_sgd', 'alpha_rmsprop'):
