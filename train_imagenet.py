@@ -230,7 +230,8 @@ def train(args, recipe):
                                         width=args.width)
     if recipe.zero_init_residual:
         models.zero_init_residual(predictor)
-    model = L.Classifier(predictor)
+    model = L.Classifier(predictor, lossfun=functools.partial(
+        models.label_smoothed_cross_entropy, eps=recipe.label_smoothing))
     model.to_device(device)
 
     # Set up the optimizer

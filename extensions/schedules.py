@@ -75,6 +75,24 @@ def goyal_lr(epoch, total_batchsize, epochs=REFERENCE_EPOCHS, base_lr=None):
     return base_lr * GOYAL_DROP_FACTOR ** drops
 
 
+def poly_lr(epoch, total_batchsize, epochs=REFERENCE_EPOCHS, base_lr=None,
+            warmup_epochs=5.0, power=2.0):
+    """Linear warm-up, then polynomial decay to 0 (You et al. 2017; MLPerf).
+
+    ``base_lr x e / w`` for the first ``w = warmup_epochs`` (laid out for
+    90 epochs, as every boundary here), then
+    ``base_lr x (1 - (e - w) / (epochs - w)) ** power`` down to 0 at the end
+    of the run. ``base_lr`` is by default the linear-scaling lr.
+    """
+    if base_lr is None:
+        base_lr = linear_scaling_lr(total_batchsize)
+    warmup = _rescale(warmup_epochs, epochs)
+    if epoch < warmup:
+        return base_lr * epoch / warmup
+    remaining = max(0.0, 1 - (epoch - warmup) / (epochs - warmup))
+    return base_lr * remaining ** power
+
+
 def alpha_sgd(epoch, center=10.0, period=5.0, form='elu'):
     """Weight of the SGD step in RMSprop warm-up (Akiba et al.).
 

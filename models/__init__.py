@@ -7,3 +7,4 @@ from models.resnet50 import zero_init_residual  # NOQA
 archs = {
     'resnet50': ResNet50,
 }
+from models.label_smoothing import label_smoothed_cross_entropy  # NOQA

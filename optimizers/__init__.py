@@ -2,4 +2,5 @@
 from optimizers.non_finite_guard import NonFiniteGradientGuard  # NOQA
 from optimizers.rmsprop_warmup import RMSpropWarmup  # NOQA
 from optimizers.rmsprop_warmup import RMSpropWarmupRule  # NOQA
+from optimizers.lars import LARS  # NOQA
 from optimizers.weight_decay import WeightDecay  # NOQA

@@ -16,6 +16,10 @@ residual blocks; every part can be overridden on its own::
   warm-up, x0.1 at 30/60/80 epochs, no decay of normalization gamma/beta,
   zero-init of the last BN gamma of every residual block.
 - ``sgd``: Chainer's momentum SGD at the linear-scaling learning rate.
+- ``you2017``: LARS (You, Gitman & Ginsburg 2017) on Chainer's momentum
+  SGD, linear warm-up over 5 epochs then poly(2) decay to 0, normalization
+  parameters and biases exempt from LARS and weight decay, label smoothing
+  0.1 (as MLPerf's ResNet-50).
 """
 import dataclasses
 import functools
@@ -26,6 +30,7 @@ import chainer
 from errors import ParameterError
 from extensions import schedules
 from extensions.hyperparameter_schedule import HyperparameterSchedule
+from optimizers.lars import LARS
 from optimizers.rmsprop_warmup import RMSpropWarmup
 from optimizers.weight_decay import BIAS_PARAMS
 from optimizers.weight_decay import NORMALIZATION_PARAMS
@@ -36,6 +41,7 @@ LR_SCHEDULES = {
     'slow-start': schedules.slow_start_lr,
     'goyal': schedules.goyal_lr,
     'constant': schedules.constant_lr,
+    'poly': schedules.poly_lr,
 }
 WEIGHT_DECAY_EXEMPT = {
     'none': (),
@@ -46,8 +52,11 @@ WEIGHT_DECAY_EXEMPT = {
 RMSPROP_WARMUP_DEFAULTS = dict(lr_rmsprop=3e-4, mu2=0.99, eps=1e-8,
                                warmup_center=10.0, warmup_period=5.0,
                                alpha_sgd_form='elu')
+# Settings of the poly schedule only, and their defaults.
+POLY_DEFAULTS = dict(warmup_epochs=5.0, poly_power=2.0)
 COMMON_DEFAULTS = dict(lr=None, momentum=0.9, weight_decay=1e-4,
-                       scale_schedule=False)
+                       scale_schedule=False, lars=False, lars_eta=0.001,
+                       label_smoothing=0.0)
 RECIPES = {
     'akiba2017': dict(optimizer='rmsprop-warmup', momentum_correction=True,
                       lr_schedule='slow-start', weight_decay_exempt='none',
@@ -58,6 +67,10 @@ RECIPES = {
     'sgd': dict(optimizer='momentum-sgd', momentum_correction=False,
                 lr_schedule='constant', weight_decay_exempt='none',
                 zero_init_residual=False),
+    'you2017': dict(optimizer='momentum-sgd', momentum_correction=False,
+                    lr_schedule='poly', weight_decay_exempt='bn-bias',
+                    zero_init_residual=False, lars=True,
+                    label_smoothing=0.1),
 }
 
 
@@ -65,8 +78,10 @@ RECIPES = {
 class Recipe:
     """Every setting of a recipe, resolved (see :func:`resolve`).
 
-    The RMSprop warm-up settings are None for momentum SGD. ``lr`` None is
-    the linear-scaling rule, ``0.1 x total minibatch / 256``.
+    The RMSprop warm-up settings are None for momentum SGD, the poly
+    settings None for other schedules. ``lr`` None is the linear-scaling
+    rule, ``0.1 x total minibatch / 256``. With ``lars`` the exempt
+    parameters are exempt from LARS too.
     """
 
     name: str
@@ -80,12 +95,17 @@ class Recipe:
     weight_decay_exempt: str
     zero_init_residual: bool
     scale_schedule: bool
+    lars: bool
+    lars_eta: float
+    label_smoothing: float
     lr_rmsprop: typing.Optional[float] = None
     mu2: typing.Optional[float] = None
     eps: typing.Optional[float] = None
     warmup_center: typing.Optional[float] = None
     warmup_period: typing.Optional[float] = None
     alpha_sgd_form: typing.Optional[str] = None
+    warmup_epochs: typing.Optional[float] = None
+    poly_power: typing.Optional[float] = None
 
     @property
     def schedule_epochs(self):
@@ -114,22 +134,33 @@ def resolve(name='akiba2017', epochs=schedules.REFERENCE_EPOCHS,
         raise TypeError('unknown recipe settings: ' + ', '.join(unknown))
     given = {k: v for k, v in overrides.items() if v is not None}
     values = dict(COMMON_DEFAULTS, **RECIPES[name])
-    values['optimizer'] = given.get('optimizer', values['optimizer'])
-    if values['optimizer'] == 'rmsprop-warmup':
+    warmup = given.get('optimizer', values['optimizer']) == 'rmsprop-warmup'
+    if warmup:
         if given.get('momentum_correction') is False:
             raise ParameterError('momentum_correction', False,
                                  'on with the rmsprop-warmup optimizer')
-        values.update(RMSPROP_WARMUP_DEFAULTS, momentum_correction=True)
-    else:
-        for setting in RMSPROP_WARMUP_DEFAULTS:
-            if setting in given:
-                raise ParameterError(setting, given[setting],
-                                     'unset unless the optimizer is '
-                                     'rmsprop-warmup')
+        values['momentum_correction'] = True
+    _only_with(warmup, RMSPROP_WARMUP_DEFAULTS, given, values,
+               'the optimizer is rmsprop-warmup')
+    lr_schedule = given.get('lr_schedule', values['lr_schedule'])
+    _only_with(lr_schedule == 'poly', POLY_DEFAULTS, given, values,
+               'the lr schedule is poly')
     values.update(given)
     recipe = Recipe(name=name, epochs=epochs, **values)
     _check(recipe)
     return recipe
+
+
+def _only_with(applies, defaults, given, values, condition):
+    """Fill ``defaults`` into ``values`` where they apply; refuse them in
+    ``given`` where they do not."""
+    if applies:
+        values.update(defaults)
+        return
+    for setting in defaults:
+        if setting in given:
+            raise ParameterError(setting, given[setting],
+                                 'unset unless ' + condition)
 
 
 def _check(recipe):
@@ -142,7 +173,9 @@ def _check(recipe):
                'one of ' + ', '.join(sorted(WEIGHT_DECAY_EXEMPT))),
               ('lr', lambda v: v is None or v > 0, 'positive'),
               ('momentum', lambda v: 0 <= v < 1, 'in [0, 1)'),
-              ('weight_decay', lambda v: v >= 0, 'non-negative')]
+              ('weight_decay', lambda v: v >= 0, 'non-negative'),
+              ('lars_eta', lambda v: v > 0, 'positive'),
+              ('label_smoothing', lambda v: 0 <= v < 1, 'in [0, 1)')]
     if recipe.optimizer == 'rmsprop-warmup':
         checks += [('lr_rmsprop', lambda v: v >= 0, 'non-negative'),
                    ('mu2', lambda v: 0 <= v < 1, 'in [0, 1)'),
@@ -151,6 +184,10 @@ def _check(recipe):
                    ('alpha_sgd_form',
                     lambda v: v in schedules.ALPHA_SGD_SLOPES,
                     'one of ' + ', '.join(sorted(schedules.ALPHA_SGD_SLOPES)))]
+    if recipe.lr_schedule == 'poly':
+        checks += [('warmup_epochs', lambda v: 0 <= v < recipe.epochs,
+                    'in [0, epochs)'),
+                   ('poly_power', lambda v: v > 0, 'positive')]
     for name, ok, expected in checks:
         if not ok(getattr(recipe, name)):
             raise ParameterError(name, getattr(recipe, name), expected)
@@ -170,6 +207,9 @@ def hyperparameter_schedules(recipe, total_batchsize):
     lr = functools.partial(LR_SCHEDULES[recipe.lr_schedule],
                            total_batchsize=total_batchsize, epochs=epochs,
                            base_lr=recipe.lr)
+    if recipe.lr_schedule == 'poly':
+        lr = functools.partial(lr, warmup_epochs=recipe.warmup_epochs,
+                               power=recipe.poly_power)
     result = {'lr': lr}
     if recipe.optimizer == 'rmsprop-warmup':
         scale = epochs / schedules.REFERENCE_EPOCHS
@@ -200,11 +240,14 @@ def create_optimizer(recipe):
 
 
 def add_hooks(optimizer, recipe):
-    """Adds the weight-decay hook; call it after ``optimizer.setup``."""
-    if recipe.weight_decay > 0:
-        optimizer.add_hook(WeightDecay(
-            recipe.weight_decay,
-            exempt=WEIGHT_DECAY_EXEMPT[recipe.weight_decay_exempt]))
+    """Adds the LARS or weight-decay hook; call it after ``optimizer.setup``.
+    """
+    exempt = WEIGHT_DECAY_EXEMPT[recipe.weight_decay_exempt]
+    if recipe.lars:
+        optimizer.add_hook(LARS(recipe.lars_eta, recipe.weight_decay,
+                                exempt=exempt))
+    elif recipe.weight_decay > 0:
+        optimizer.add_hook(WeightDecay(recipe.weight_decay, exempt=exempt))
 
 
 def extend_trainer(trainer, recipe, optimizer, total_batchsize):
@@ -244,14 +287,15 @@ def add_arguments(parser):
                        help='whole recipe (default: akiba2017)')
     group.add_argument('--optimizer', choices=OPTIMIZERS,
                        help='update rule (akiba2017: rmsprop-warmup; '
-                            'goyal2017, sgd: momentum-sgd)')
+                            'others: momentum-sgd)')
     _switch(group, 'momentum_correction',
             'momentum-sgd with lr outside the momentum buffer, so lr changes '
             'act at once (akiba2017, goyal2017: on; sgd: off = Chainer\'s '
             'MomentumSGD); rmsprop-warmup always has it')
     group.add_argument('--lr-schedule', choices=sorted(LR_SCHEDULES),
                        help='learning-rate schedule (akiba2017: slow-start; '
-                            'goyal2017: goyal; sgd: constant)')
+                            'goyal2017: goyal; sgd: constant; you2017: '
+                            'poly)')
     group.add_argument('--lr', type=float,
                        help='base learning rate the schedule multiplies '
                             '(default: 0.1 x total minibatch / 256)')
@@ -286,7 +330,21 @@ def add_arguments(parser):
                        choices=sorted(WEIGHT_DECAY_EXEMPT),
                        help='parameters not decayed: bn = normalization '
                             'gamma/beta, bn-bias = those and biases '
-                            '(goyal2017: bn; others: none)')
+                            '(goyal2017: bn; you2017: bn-bias; others: '
+                            'none)')
+    _switch(group, 'lars',
+            'layer-wise adaptive rate scaling of every array not exempt '
+            '(you2017: on; others: off)')
+    group.add_argument('--lars-eta', type=float,
+                       help='LARS trust coefficient eta (default: 0.001)')
+    group.add_argument('--warmup-epochs', type=float,
+                       help='linear warm-up of the poly schedule, in epochs '
+                            'of the 90-epoch layout (default: 5)')
+    group.add_argument('--poly-power', type=float,
+                       help='power of the poly decay (default: 2)')
+    group.add_argument('--label-smoothing', type=float,
+                       help='weight eps of the uniform target in the '
+                            'training loss (you2017: 0.1; others: 0)')
     _switch(group, 'zero_init_residual',
             'start the last BN gamma of every residual block at 0 '
             '(goyal2017: on; others: off)')

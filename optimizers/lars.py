@@ -1,0 +1,61 @@
+"""LARS: layer-wise adaptive rate scaling (You, Gitman & Ginsburg 2017).
+
+Per parameter array ``w`` with gradient ``g``, the local learning rate is
+
+    lambda = eta * ||w|| / (||g|| + beta * ||w|| + eps)
+
+and momentum SGD runs on ``lambda * (g + beta * w)``:
+
+    v = m * v - gamma * lambda * (g + beta * w),    w = w + v
+
+(Chainer's ``MomentumSGD`` with ``lr = gamma``). Chainer's
+``GradientLARS`` folds the trust coefficient ``eta`` into the learning rate;
+here it is applied in the hook, so ``lr`` is the paper's global ``gamma``
+and parameters exempt from LARS (normalization scale and shift, biases, as
+in the MLPerf reference) take plain ``gamma * g`` steps with no decay.
+"""
+import chainer
+from chainer import optimizer_hooks
+
+
+class LARS(optimizer_hooks.GradientLARS):
+
+    """Optimizer hook ``g = lambda * (g + beta * w)`` for each array not
+    exempt; ``lambda`` as in the module docstring, and 1 where ``||w||`` is
+    not above ``threshold`` (e.g. zero-initialized arrays).
+
+    Args:
+        trust_coefficient (float): ``eta``.
+        weight_decay (float): ``beta``.
+        exempt (tuple of str): names of the parameters left alone, e.g.
+            ``('gamma', 'beta', 'b')``.
+        threshold (float): norm of ``w`` below which LARS is not applied.
+        eps (float): added to the denominator.
+    """
+
+    name = 'LARS'
+
+    def __init__(self, trust_coefficient=0.001, weight_decay=0.0, exempt=(),
+                 threshold=1e-2, eps=1e-9):
+        super(LARS, self).__init__(threshold, weight_decay, eps)
+        self.trust_coefficient = trust_coefficient
+        self.exempt = tuple(exempt)
+
+    def __call__(self, rule, param):
+        p, g = param.array, param.grad
+        if p is None or g is None or param.name in self.exempt:
+            return
+        # Under loss scaling g holds loss_scale times the gradient.
+        scale = param._loss_scale or 1.0
+        with chainer.using_device(param.device):
+            xp = param.device.xp
+            p_norm = float(xp.linalg.norm(p))
+            g_norm = float(xp.linalg.norm(g)) / scale
+        if p_norm <= self.threshold:
+            rate = 1.0
+        else:
+            rate = self.trust_coefficient * p_norm / (
+                g_norm + self.weight_decay * p_norm + self.eps)
+        if self.weight_decay:
+            g += (self.weight_decay * scale) * p
+        g *= rate
