@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 NP ?= 2
 PY := $(VENV)/bin/python
-MPIEXEC := $(VENV)/bin/mpiexec --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root) \
+MPIEXEC := jobs/mpi_quiet.sh $(VENV)/bin/mpiexec --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root) \
 	-x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1
 DEMO_OUT ?= result/demo
 
@@ -29,3 +29,28 @@ test: setup
 
 clean:
 	rm -rf $(VENV) result
+
+# The CUDA 12 stack (docs/gpu.md) lives in its own venv, so that the CPU venv
+# carries no GPU wheels. `make test-gpu-stack` needs no GPU: it checks that
+# CuPy, cuDNN and NCCL load from the pip wheels. `make gpu-check` runs the
+# whole GPU check (install, stack line, GPU tests, step timing) on a GPU
+# machine and writes result/gpu_check.json.
+VENV_GPU ?= .venv-gpu
+PY_GPU := $(VENV_GPU)/bin/python
+
+.PHONY: setup-gpu test-gpu-stack gpu-check
+
+setup-gpu: $(VENV_GPU)/.installed
+
+$(VENV_GPU)/.installed: setup.py constraints.txt
+	test -x $(PY_GPU) || $(PYTHON) -m venv $(VENV_GPU)
+	PIP_CONSTRAINT=$(CURDIR)/constraints.txt PIP_BUILD_CONSTRAINT=$(CURDIR)/constraints.txt \
+		$(PY_GPU) -m pip install -q -e '.[gpu,mpi,test]'
+	touch $@
+
+test-gpu-stack: setup-gpu
+	$(PY_GPU) -m pytest -q -rs tests/gpu/test_gpu_stack.py
+
+# TORCH=1 also installs PyTorch 2.3.1 (+1.4 GB) for the step's comparison.
+gpu-check:
+	$(PYTHON) benchmarks/gpu_check.py --venv $(VENV_GPU) $(if $(filter 1,$(TORCH)),--torch)

@@ -173,8 +173,9 @@ def torch_update(model, optimizer, recipe):
     return update
 
 
-def torch_step(size, batchsize, optimizer, recipe):
-    """The same network and step in PyTorch (eager), with the same update."""
+def torch_step(size, batchsize, optimizer, recipe, device='cpu'):
+    """The same network and step in PyTorch (eager), with the same update,
+    on the torch ``device``."""
     nn = torch.nn
 
     class Bottleneck(nn.Module):
@@ -219,10 +220,10 @@ def torch_step(size, batchsize, optimizer, recipe):
             h = nn.functional.max_pool2d(h, 3, 2, 1)
             return self.fc(self.blocks(h).mean((2, 3)))
 
-    model = ResNet50()
+    model = ResNet50().to(device)
     update = torch_update(model, optimizer, recipe)
-    x = torch.randn(batchsize, 3, size, size)
-    t = torch.randint(0, 1000, (batchsize,))
+    x = torch.randn(batchsize, 3, size, size, device=device)
+    t = torch.randint(0, 1000, (batchsize,), device=device)
 
     def step():
         model.zero_grad()

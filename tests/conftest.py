@@ -5,6 +5,11 @@ import sys
 
 import pytest
 
+import cuda_stack
+
+# pip's CUDA libraries, before any test imports chainer (docs/gpu.md).
+cuda_stack.preload()
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), 'mpiexec')
 

@@ -1,0 +1,192 @@
+#!/usr/bin/env python
+"""Images/s of one ResNet-50 training step on one GPU, Chainer and PyTorch.
+
+    python -m benchmarks.gpu_step [--device 0] [--size 224]
+        [--batchsizes 32 128] [--warmup 5] [--steps 20] [--no-torch]
+        [--json PATH]
+
+A step is the trainer's: forward, softmax cross-entropy, backward, weight
+decay and the paper's optimizer (RMSprop warm-up at its epoch-0 values,
+``--recipe`` to change), fp32, on random data, with the learning rate at 0
+as in benchmarks/train_step.py, so every step sees the same numbers. The GPU
+is synchronized after every step; the figure is the median images/s of the
+timed steps after the warm-up steps. Where PyTorch with CUDA is importable,
+the same network and update (:func:`benchmarks.train_step.torch_step`) run
+on the same GPU in the same process, and the ratio is printed. Both use
+their defaults for cuDNN: no autotuning, TF32 convolutions allowed on GPUs
+that have them. ``--device -1`` runs on the CPU (Chainer's own functions),
+a check of the script where there is no GPU.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import cuda_stack
+cuda_stack.preload()  # before chainer: pip's CUDA libraries (docs/gpu.md)
+
+import chainer  # NOQA: E402
+import chainer.functions as F  # NOQA: E402
+import numpy  # NOQA: E402
+
+from benchmarks import train_step  # NOQA: E402
+import errors  # NOQA: E402
+import models  # NOQA: E402
+from optimizers import recipes  # NOQA: E402
+
+
+def chainer_step(device, size, batchsize, recipe):
+    """One training step of ResNet-50 on ``device``, and the optimizer."""
+    model = models.ResNet50()
+    model.to_device(device)
+    optimizer = recipes.create_optimizer(recipe)
+    for attr, schedule in recipes.hyperparameter_schedules(
+            recipe, batchsize).items():
+        setattr(optimizer, attr, schedule(0.0))
+    optimizer.lr = 0
+    optimizer.setup(model)
+    recipes.add_hooks(optimizer, recipe)
+    rng = numpy.random.RandomState(1)
+    x = device.send(rng.randn(batchsize, 3, size, size).astype(numpy.float32))
+    t = device.send(rng.randint(0, 1000, batchsize).astype(numpy.int32))
+
+    def loss(x, t):
+        return F.softmax_cross_entropy(model(x), t)
+
+    def step():
+        optimizer.update(loss, x, t)
+    return step, optimizer
+
+
+def images_per_s(step, synchronize, batchsize, warmup, steps):
+    """Median images/s over ``steps`` synchronized steps after ``warmup``."""
+    for _ in range(warmup):
+        step()
+    synchronize()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        synchronize()
+        times.append(time.perf_counter() - start)
+    return batchsize / float(numpy.median(times))
+
+
+def torch_device(device_id, no_torch):
+    """The torch device of the same GPU, or None where PyTorch can't run."""
+    torch = train_step.torch
+    if no_torch or torch is None:
+        return None
+    if device_id < 0:
+        return torch.device('cpu')
+    if not torch.cuda.is_available():
+        return None
+    return torch.device('cuda', device_id)
+
+
+def benchmark(args):
+    """Figures of every batch size, as a dict (also printed)."""
+    if args.device < 0:
+        device = chainer.get_device('@numpy')
+        name, synchronize = 'CPU', (lambda: None)
+    else:
+        device = chainer.get_device('@cupy:{}'.format(args.device))
+        device.use()
+        name, synchronize = (cuda_stack.stack_line(args.device),
+                             device.device.synchronize)
+    tdevice = torch_device(args.device, args.no_torch)
+    torch = train_step.torch
+    result = {'device': name, 'size': args.size, 'warmup': args.warmup,
+              'steps': args.steps, 'recipe': args.recipe.optimizer,
+              'weight_decay': args.recipe.weight_decay,
+              'pytorch': torch.__version__ if tdevice else None,
+              'rows': []}
+    print(name)
+    for batchsize in args.batchsizes:
+        step, optimizer = chainer_step(device, args.size, batchsize,
+                                       args.recipe)
+        row = {'batchsize': batchsize, 'chainer': images_per_s(
+            step, synchronize, batchsize, args.warmup, args.steps)}
+        del step
+        if tdevice is not None:
+            tstep = train_step.torch_step(args.size, batchsize, optimizer,
+                                          args.recipe, tdevice)
+            tsync = (torch.cuda.synchronize if tdevice.type == 'cuda'
+                     else (lambda: None))
+            row['pytorch'] = images_per_s(tstep, tsync, batchsize,
+                                          args.warmup, args.steps)
+            row['chainer/pytorch'] = row['chainer'] / row['pytorch']
+            del tstep
+        print('  {}x{} px, batch {:4d}: Chainer {:8.1f} images/s{}'.format(
+            args.size, args.size, batchsize, row['chainer'],
+            '' if 'pytorch' not in row else
+            ', PyTorch {:8.1f} images/s, Chainer/PyTorch {:.2f}'.format(
+                row['pytorch'], row['chainer/pytorch'])))
+        result['rows'].append(row)
+        if args.device >= 0:
+            device.xp.get_default_memory_pool().free_all_blocks()
+            if tdevice is not None:
+                torch.cuda.empty_cache()
+    return result
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split('\n')[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--device', '-d', type=int, default=0,
+                        help='GPU id; -1: the CPU (default: 0)')
+    parser.add_argument('--size', type=int, default=224,
+                        help='input side in pixels (default: 224)')
+    parser.add_argument('--batchsizes', '-b', type=int, nargs='+',
+                        default=[32, 128],
+                        help='per-GPU batch sizes (default: 32 128)')
+    parser.add_argument('--warmup', type=int, default=5,
+                        help='untimed steps first (default: 5)')
+    parser.add_argument('--steps', type=int, default=20,
+                        help='timed steps (default: 20)')
+    parser.add_argument('--no-torch', action='store_true',
+                        help='skip the PyTorch comparison')
+    parser.add_argument('--json', help='also write the figures here')
+    recipes.add_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.warmup < 0:
+        parser.error('--warmup must be non-negative, got {}'.format(
+            args.warmup))
+    if args.steps < 1:
+        parser.error('--steps must be positive, got {}'.format(args.steps))
+    if min(args.batchsizes) < 1:
+        parser.error('--batchsizes must be positive, got {}'.format(
+            ' '.join(map(str, args.batchsizes))))
+    if args.size < 32:
+        parser.error('--size must be at least 32 pixels, got {}'.format(
+            args.size))
+    try:
+        args.recipe = recipes.resolve(args.recipe, **{
+            name: getattr(args, name) for name in recipes.OVERRIDES})
+    except errors.ParameterError as e:
+        parser.error(str(e))
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.device >= 0:
+        try:
+            cuda_stack.check()
+        except errors.InputError as e:
+            print('gpu_step: --device {}: {}'.format(args.device, e),
+                  file=sys.stderr)
+            sys.exit(2)
+    result = benchmark(args)
+    if args.json:
+        directory = os.path.dirname(args.json)
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+        with open(args.json, 'w') as f:
+            json.dump(result, f, indent=2)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,82 @@
+"""The CUDA stack of the ``gpu`` extra: CuPy, cuDNN 8.9 and NCCL load.
+
+All but the last test need CuPy only, not a GPU: ``make test-gpu-stack``
+runs them in ``.venv-gpu``. Without CuPy (the CPU venv, CI) they skip.
+"""
+import re
+
+import pytest
+
+import cuda_stack
+import gpu_marks
+
+cupy = pytest.importorskip('cupy', reason='CuPy is not installed (the gpu '
+                           "extra: pip install -e '.[gpu]')")
+
+
+def test_cupy_is_13_the_last_line_with_cudnn():
+    assert cupy.__version__.startswith('13.')
+
+
+def test_preload_loaded_every_wheel():
+    packages = [package for package, _ in cuda_stack.LIBRARIES]
+    dirs = cuda_stack.library_dirs()
+    assert [d.split('/')[-2] for d in dirs] == packages
+    loaded = cuda_stack.preload()  # again: the libraries load as before
+    assert {path.split('/')[-3] for path in loaded} == set(packages)
+
+
+def test_chainer_finds_cuda_and_cudnn_8_9():
+    from chainer.backends import cuda
+    assert cuda.available, cuda._resolution_error
+    assert cuda.cudnn_enabled, cuda._resolution_error
+    assert cuda.cuda.cudnn.getVersion() // 100 == 89
+
+
+def test_chainermn_has_nccl_with_float16():
+    from cupy.cuda import nccl
+    from chainermn import nccl as chainermn_nccl
+    from chainermn.communicators import _communication_utility
+    import numpy
+    assert chainermn_nccl._available
+    assert nccl.get_version() >= 21600  # CuPy 13's wheel needs >= 2.16.5
+    assert _communication_utility._get_nccl_type_id(
+        numpy.dtype(numpy.float16)) == nccl.NCCL_FLOAT16
+
+
+def test_the_float16_communicator_imports():
+    from communicators.pure_nccl_fp16_communicator import \
+        PureNcclFp16Communicator
+    from chainermn.communicators.pure_nccl_communicator import \
+        PureNcclCommunicator
+    assert issubclass(PureNcclFp16Communicator, PureNcclCommunicator)
+
+
+class FakeDevice(object):
+
+    def __init__(self, device_id):
+        self.compute_capability = '90'
+
+
+def test_stack_line_reads_the_loaded_libraries(monkeypatch):
+    # Without a GPU: the device's name and capability are made up, the
+    # library versions are those loaded; the driver reads 0.0 without one.
+    monkeypatch.setattr(cupy.cuda.runtime, 'getDeviceProperties',
+                        lambda device_id: {'name': b'NVIDIA H200'})
+    monkeypatch.setattr(cupy.cuda, 'Device', FakeDevice)
+    line = cuda_stack.stack_line(0)
+    assert re.match(r'GPU NVIDIA H200 \(sm_90\), CuPy 13\.\d+\.\d+, CUDA '
+                    r'runtime 12\.\d+ \(driver \d+\.\d+\), cuDNN '
+                    r'8\.9\.\d+, NCCL 2\.\d+\.\d+$', line), line
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpu_marks.MISSING is not None,
+                    reason='no GPU: {}'.format(gpu_marks.MISSING))
+def test_check_passes_and_the_stack_line_names_every_part():
+    cuda_stack.check()
+    line = cuda_stack.stack_line(0)
+    print(line)
+    assert re.match(r'GPU .+ \(sm_\d+\), CuPy 13\.\d+\.\d+, CUDA runtime '
+                    r'12\.\d+ \(driver \d+\.\d+\), cuDNN 8\.9\.\d+, NCCL '
+                    r'2\.\d+\.\d+$', line), line
