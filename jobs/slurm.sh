@@ -48,4 +48,5 @@ srun_args=()
 read -r -a srun_args <<< "$SRUN_ARGS"
 launch srun --nodes="$NODES" --ntasks="$((NODES * GPUS_PER_NODE))" \
     --ntasks-per-node="$GPUS_PER_NODE" --cpu-bind=none --kill-on-bad-exit=1 \
+    --quiet \
     ${srun_args[@]+"${srun_args[@]}"} "${RANK_COMMAND[@]}"

