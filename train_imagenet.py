@@ -15,6 +15,9 @@ import multiprocessing
 import os
 import sys
 
+import cuda_stack
+cuda_stack.preload()  # pip's CUDA libraries, before CuPy loads (docs/gpu.md)
+
 import chainer
 import chainer.links as L
 from chainer import training
@@ -76,6 +79,8 @@ def parse_args(argv):
     add('--device', '-d', default='-1', help='device, e.g. @cupy:0, -1: CPU')
     add('--gpu', '-g', action='store_true',
         help='use the GPU of this worker\'s intra-node rank')
+    add('--allow-no-cudnn', action='store_true',
+        help='train on GPUs without cuDNN (many times slower)')
     add('--out', '-o', default='result', help='output directory')
     add('--resume', '-r', help='snapshot to resume from, or "auto"')
     add('--seed', type=int, default=0,
@@ -168,8 +173,18 @@ def train(args, recipe):
         p.start()
         p.join()
 
-    # Set up the communicator and the device
-    comm_name = args.communicator or ('pure_nccl' if args.gpu else 'naive')
+    # Check the GPU stack; set up the communicator and the device
+    on_gpu = args.gpu or args.device.startswith('@cupy')
+    comm_name = args.communicator or ('pure_nccl' if on_gpu else 'naive')
+    if on_gpu:
+        try:
+            cuda_stack.check(args.allow_no_cudnn, 'nccl' in comm_name)
+        except errors.InputError as e:
+            raise failures.JobInputError('{}: {}'.format(
+                '--gpu' if args.gpu else '--device ' + args.device, e))
+    elif 'nccl' in comm_name:
+        raise failures.JobInputError('--communicator {}: needs GPUs (add '
+                                     '--gpu)'.format(comm_name))
     try:
         comm = communicators.create_communicator(comm_name,
                                                  args.allreduce_dtype)
@@ -180,6 +195,8 @@ def train(args, recipe):
     device = chainer.get_device(
         '@cupy:{}'.format(comm.intra_rank) if args.gpu else args.device)
     device.use()
+    if on_gpu and comm.rank == 0:
+        print(cuda_stack.stack_line(device.device.id))
     numpy.random.seed(args.seed)
 
     # Read and check the datasets, the mean and the snapshot to resume from

@@ -185,8 +185,9 @@ def _check(recipe):
                     lambda v: v in schedules.ALPHA_SGD_SLOPES,
                     'one of ' + ', '.join(sorted(schedules.ALPHA_SGD_SLOPES)))]
     if recipe.lr_schedule == 'poly':
-        checks += [('warmup_epochs', lambda v: 0 <= v < recipe.epochs,
-                    'in [0, epochs)'),
+        checks += [('warmup_epochs',
+                    lambda v: 0 <= v < schedules.REFERENCE_EPOCHS,
+                    'in [0, 90), epochs of the 90-epoch layout'),
                    ('poly_power', lambda v: v > 0, 'positive')]
     for name, ok, expected in checks:
         if not ok(getattr(recipe, name)):

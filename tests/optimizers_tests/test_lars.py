@@ -1,0 +1,94 @@
+"""LARS against You, Gitman & Ginsburg's formula written out in NumPy."""
+import chainer
+import chainer.links as L
+import numpy
+import pytest
+
+from optimizers import LARS
+from optimizers import recipes
+
+
+class Net(chainer.Chain):
+
+    def __init__(self):
+        super(Net, self).__init__()
+        with self.init_scope():
+            self.conv = L.Convolution2D(2, 3, 3)
+            self.bn = L.BatchNormalization(3)
+            self.fc = L.Linear(12, 4)
+
+
+def reference_step(w, g, v, lr, momentum, eta, beta, exempt):
+    """One step of the paper's update for one array, in float64."""
+    if exempt:
+        v[...] = momentum * v + lr * g
+    else:
+        local = eta * numpy.linalg.norm(w) / (
+            numpy.linalg.norm(g) + beta * numpy.linalg.norm(w) + 1e-9)
+        v[...] = momentum * v + lr * local * (g + beta * w)
+    w -= v
+
+
+def test_lars_matches_the_formula_with_changing_lr():
+    recipe = recipes.resolve('you2017', 90, momentum=0.8, weight_decay=0.01,
+                             lars_eta=0.02)
+    net = Net()
+    rng = numpy.random.RandomState(0)
+    for p in net.params():
+        p.array[...] = rng.uniform(-1, 1, p.shape)
+    optimizer = recipes.create_optimizer(recipe)
+    optimizer.setup(net)
+    recipes.add_hooks(optimizer, recipe)
+    expected = {name: p.array.astype(numpy.float64)
+                for name, p in net.namedparams()}
+    velocity = {name: numpy.zeros_like(w) for name, w in expected.items()}
+    exempt = {'/bn/gamma', '/bn/beta', '/conv/b', '/fc/b'}
+    for step, lr in enumerate([0.5, 2.0, 1.0, 3.0]):
+        optimizer.lr = lr
+        grads = {}
+        for name, p in net.namedparams():
+            p.grad = rng.normal(0, 10 ** rng.uniform(-3, 0), p.shape).astype(
+                numpy.float32)
+            grads[name] = p.grad.astype(numpy.float64)
+        optimizer.update()
+        for name, p in net.namedparams():
+            reference_step(expected[name], grads[name], velocity[name], lr,
+                           0.8, 0.02, 0.01, name in exempt)
+            numpy.testing.assert_allclose(p.array, expected[name], rtol=1e-5,
+                                          atol=1e-6,
+                                          err_msg='{} at step {}'.format(
+                                              name, step))
+
+
+def test_small_norm_arrays_take_plain_steps():
+    hook = LARS(trust_coefficient=0.001, weight_decay=0.0)
+    param = chainer.Parameter(numpy.zeros(5, numpy.float32))
+    param.grad = numpy.full(5, 2.0, numpy.float32)
+    hook(None, param)
+    numpy.testing.assert_array_equal(param.grad, numpy.full(5, 2.0))
+
+
+def test_lars_sees_the_true_gradient_under_loss_scaling():
+    w = numpy.random.RandomState(1).randn(50).astype(numpy.float32)
+    g = numpy.random.RandomState(2).randn(50).astype(numpy.float32)
+    results = []
+    for scale in (None, 1024.0):
+        param = chainer.Parameter(w.copy())
+        param.grad = g * (scale or 1)
+        param._loss_scale = scale
+        LARS(trust_coefficient=0.01, weight_decay=0.1)(None, param)
+        results.append(param.grad / (scale or 1))
+    numpy.testing.assert_allclose(results[0], results[1], rtol=1e-5)
+
+
+@pytest.mark.parametrize('flags, hooks', [
+    ({}, ['LARS']),
+    ({'lars': False}, ['WeightDecay']),
+    ({'lars': False, 'weight_decay': 0}, []),
+])
+def test_lars_replaces_the_weight_decay_hook(flags, hooks):
+    recipe = recipes.resolve('you2017', 90, **flags)
+    optimizer = recipes.create_optimizer(recipe)
+    optimizer.setup(Net())
+    recipes.add_hooks(optimizer, recipe)
+    assert list(optimizer._hookable._pre_update_hooks) == hooks
