@@ -12,7 +12,6 @@ embedded Fashion-MNIST subset.
 import argparse
 import functools
 import multiprocessing
-import os
 import sys
 
 import cuda_stack
@@ -129,20 +128,6 @@ def check_args(args):
                 name.replace('_', '-'), expected, getattr(args, name)))
 
 
-def read_datasets(train_path, val_path, root, n_class):
-    """Training and validation pairs and the number of classes, checked."""
-    def read(path, class_names=None):
-        if os.path.isdir(path):
-            return datasets.read_class_folders(path, class_names)
-        return datasets.read_list_file(path, root), None
-    train, class_names = read(train_path)
-    val, _ = read(val_path, class_names)
-    n_class = n_class or (len(class_names) if class_names else 1000)
-    datasets.check_labels(train, n_class, train_path)
-    datasets.check_labels(val, n_class, val_path)
-    return train, val, n_class
-
-
 def main(argv=None):
     cpu_engine.cpu_runtime.configure()  # keep freed buffers in the heap
     args = parse_args(argv)
@@ -201,8 +186,8 @@ def train(args, recipe):
 
     # Read and check the datasets, the mean and the snapshot to resume from
     def read_inputs():
-        train, val, n_class = read_datasets(args.train, args.val, args.root,
-                                            args.n_class)
+        train, val, n_class = datasets.load_index(
+            comm, args.train, args.val, args.root, args.n_class)
         config = snapshots.RunConfiguration(
             arch=args.arch, width=args.width, n_class=n_class,
             bn_stats=args.bn_stats, workers=comm.size,

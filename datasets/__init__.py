@@ -1,8 +1,12 @@
 """Input pipeline: ImageNet layouts, transforms and the training iterator."""
 from errors import InputError  # NOQA
 from datasets.global_order_iterator import GlobalOrderIterator  # NOQA
+from datasets.broadcast import broadcast_index  # NOQA
+from datasets.broadcast import load_index  # NOQA
+from datasets.image_index import ImageIndex  # NOQA
 from datasets.image_list import check_labels  # NOQA
 from datasets.image_list import read_class_folders  # NOQA
+from datasets.image_list import read_datasets  # NOQA
 from datasets.image_list import read_list_file  # NOQA
 from datasets.transforms import load_mean  # NOQA
 from datasets.transforms import resize_for  # NOQA

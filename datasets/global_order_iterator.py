@@ -40,7 +40,8 @@ class GlobalOrderIterator(chainer.dataset.Iterator):
 
     Args:
         dataset: the whole training set (the same on every worker).
-        batch_size: images per micro-batch (the per-GPU batch, 32 in the paper).
+        batch_size: images per micro-batch (the per-GPU batch; 32 in the
+            paper).
         transform: ``transform(example, rng) -> example``.
         rank, n_workers: this worker and the number of workers.
         micro_batches: micro-batches per update on each worker (virtual

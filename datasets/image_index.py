@@ -12,6 +12,7 @@ created the segment unlinks it when its index is garbage collected.
 import array
 import os
 import secrets
+import weakref
 from multiprocessing import shared_memory
 
 import numpy
@@ -23,51 +24,64 @@ SEGMENT_PREFIX = 'image_index_'
 class _Segment(object):
     """``offsets`` (n + 1), ``labels`` (n) and ``blob`` in one segment.
 
-    Created empty (``name`` None; this object then owns and unlinks it) or
-    attached by name. The arrays are dropped before the mapping is closed,
-    since a mapping with live NumPy views cannot be closed.
+    Created empty (``name`` None: this process owns the segment and unlinks
+    it when the segment is garbage collected or at exit) or attached by
+    name. The finalizer drops the arrays before closing the mapping, which
+    cannot be closed while NumPy views of it are alive.
     """
 
     def __init__(self, n, blob_size, name=None):
         self.n = n
         self.blob_size = blob_size
-        self.owner = name is None
-        size = 8 * (n + 1) + 4 * n + blob_size
-        if self.owner:
+        owner = name is None
+        if owner:
             name = '{}{}_{}'.format(SEGMENT_PREFIX, os.getpid(),
                                     secrets.token_hex(6))
-        shm = shared_memory.SharedMemory(name, self.owner, size)
-        buf = shm.buf
-        self.offsets = numpy.ndarray(n + 1, numpy.int64, buf, 0)
-        self.labels = numpy.ndarray(n, numpy.int32, buf, 8 * (n + 1))
-        self.blob = numpy.ndarray(blob_size, numpy.uint8, buf, 12 * n + 8)
-        if not self.owner:
+        shm = shared_memory.SharedMemory(
+            name, owner, 8 * (n + 1) + 4 * n + blob_size)
+        self.name = shm.name
+        self._arrays = [
+            numpy.ndarray(n + 1, numpy.int64, shm.buf, 0),
+            numpy.ndarray(n, numpy.int32, shm.buf, 8 * (n + 1)),
+            numpy.ndarray(blob_size, numpy.uint8, shm.buf, 12 * n + 8)]
+        if not owner:
             self.freeze()
-        self._shm = shm
+        weakref.finalize(self, _release, shm, self._arrays, owner)
 
     @property
-    def name(self):
-        return self._shm.name
+    def offsets(self):
+        return self._arrays[0]
 
-    def arrays(self):
-        return self.offsets, self.labels, self.blob
+    @property
+    def labels(self):
+        return self._arrays[1]
+
+    @property
+    def blob(self):
+        return self._arrays[2]
+
+    @property
+    def nbytes(self):
+        return sum(a.nbytes for a in self._arrays)
+
+    def buffers(self):
+        """The three arrays, for filling by MPI broadcast."""
+        return list(self._arrays)
 
     def freeze(self):
         """Make the arrays read-only once they are filled."""
-        for a in self.arrays():
+        for a in self._arrays:
             a.flags.writeable = False
 
     def __reduce__(self):
         return _Segment, (self.n, self.blob_size, self.name)
 
-    def __del__(self):
-        shm = self.__dict__.get('_shm')
-        if shm is None:
-            return
-        self.offsets = self.labels = self.blob = None
-        shm.close()
-        if self.owner:
-            shm.unlink()
+
+def _release(shm, arrays, owner):
+    if owner:
+        shm.unlink()
+    arrays.clear()
+    shm.close()
 
 
 class ImageIndex(object):
@@ -96,6 +110,12 @@ class ImageIndex(object):
         segment.blob[:] = numpy.frombuffer(blob, numpy.uint8)
         segment.freeze()
         self._init(root, segment, 0, segment.n)
+
+    @classmethod
+    def allocate(cls, root, n, blob_size):
+        """An index of ``n`` paths, ``blob_size`` bytes in all, to be filled
+        through :meth:`buffers` and then frozen (an MPI receive buffer)."""
+        return cls.from_segment(root, _Segment(n, blob_size))
 
     @classmethod
     def from_segment(cls, root, segment, start=0, stop=None):
@@ -129,6 +149,18 @@ class ImageIndex(object):
         return (os.path.join(self.root, os.fsdecode(path)),
                 int(self.segment.labels[i]))
 
+    def layout(self):
+        """``(root, n, blob_size)``: what :meth:`allocate` takes to hold a
+        copy of this (whole) index."""
+        return self.root, self.segment.n, self.segment.blob_size
+
+    def buffers(self):
+        """The offsets, labels and path bytes of the whole index."""
+        return self.segment.buffers()
+
+    def freeze(self):
+        self.segment.freeze()
+
     @property
     def labels(self):
         """A copy of the labels, as an ``int32`` array."""
@@ -137,12 +169,12 @@ class ImageIndex(object):
     @property
     def nbytes(self):
         """Bytes of the shared segment (of the whole index, for a slice)."""
-        return sum(a.nbytes for a in self.segment.arrays())
+        return self.segment.nbytes
 
     def __reduce__(self):
         return ImageIndex.from_segment, (self.root, self.segment,
                                          self._start, self._stop)
 
     def __repr__(self):
-        return '<ImageIndex of {} images under {}>'.format(len(self),
-                                                          self.root)
+        return '<ImageIndex of {} images under {}>'.format(
+            len(self), self.root)

@@ -1,43 +1,55 @@
 """The two ImageNet layouts: Chainer's list file and class folders.
 
-Both give a list of ``(path, label)`` pairs; every path is checked to exist
-up front so that a typo fails before any training time is spent.
+Both give an :class:`~datasets.image_index.ImageIndex` of ``(path, label)``
+pairs; every path is checked to exist up front so that a typo fails before
+any training time is spent. One process reads; see ``datasets.broadcast``.
 """
 import os
 
+import numpy
+
+from datasets.image_index import ImageIndex
 from errors import InputError
 
 IMAGE_EXTENSIONS = ('.jpeg', '.jpg', '.png', '.bmp', '.ppm', '.gif', '.tif',
                     '.tiff', '.webp')
+_INT32 = numpy.iinfo(numpy.int32)
 
 
 def read_list_file(path, root='.'):
-    """Parse ``relative/path.JPEG label`` lines of ``path``, relative to ``root``."""
+    """The ``relative/path.JPEG label`` lines of ``path``; paths are
+    relative to ``root``."""
     if not os.path.isfile(path):
         raise InputError('list file {}: no such file'.format(path))
-    pairs = []
     with open(path) as f:
-        for lineno, line in enumerate(f, 1):
-            fields = line.split()
-            if not fields:
-                continue
-            if len(fields) != 2:
-                raise InputError(
-                    '{}:{}: expected "<image path> <integer label>", got {!r}'
-                    .format(path, lineno, line.rstrip('\n')))
-            try:
-                label = int(fields[1])
-            except ValueError:
-                raise InputError('{}:{}: label {!r} is not an integer'.format(
-                    path, lineno, fields[1]))
-            image = os.path.join(root, fields[0])
-            if not os.path.isfile(image):
-                raise InputError('{}:{}: image {} does not exist (--root is {})'
-                                 .format(path, lineno, image, root))
-            pairs.append((image, label))
-    if not pairs:
+        index = ImageIndex(root, _list_entries(f, path, root))
+    if not len(index):
         raise InputError('list file {}: no images listed'.format(path))
-    return pairs
+    return index
+
+
+def _list_entries(lines, path, root):
+    for lineno, line in enumerate(lines, 1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != 2:
+            raise InputError(
+                '{}:{}: expected "<image path> <integer label>", got {!r}'
+                .format(path, lineno, line.rstrip('\n')))
+        try:
+            label = int(fields[1])
+        except ValueError:
+            raise InputError('{}:{}: label {!r} is not an integer'.format(
+                path, lineno, fields[1]))
+        if not _INT32.min <= label <= _INT32.max:
+            raise InputError('{}:{}: label {} does not fit in 32 bits'.format(
+                path, lineno, label))
+        image = os.path.join(root, fields[0])
+        if not os.path.isfile(image):
+            raise InputError('{}:{}: image {} does not exist (--root is {})'
+                             .format(path, lineno, image, root))
+        yield fields[0], label
 
 
 def read_class_folders(path, class_names=None):
@@ -56,23 +68,53 @@ def read_class_folders(path, class_names=None):
     if unknown:
         raise InputError('dataset folder {}: class folder {} is not among the '
                          'training classes'.format(path, unknown[0]))
-    pairs = []
+    index = ImageIndex(path, _folder_entries(path, class_names))
+    if not len(index):
+        raise InputError('dataset folder {}: no images found in class folders'
+                         .format(path))
+    return index, class_names
+
+
+def _folder_entries(path, class_names):
     for label, name in enumerate(class_names):
         folder = os.path.join(path, name)
         if not os.path.isdir(folder):
             continue
         for fname in sorted(os.listdir(folder)):
             if fname.lower().endswith(IMAGE_EXTENSIONS):
-                pairs.append((os.path.join(folder, fname), label))
-    if not pairs:
-        raise InputError('dataset folder {}: no images found in class folders'
-                         .format(path))
-    return pairs, class_names
+                yield os.path.join(name, fname), label
 
 
-def check_labels(pairs, n_class, source):
-    """Raise if a label of ``pairs`` (read from ``source``) is outside [0, n_class)."""
-    for image, label in pairs:
-        if not 0 <= label < n_class:
-            raise InputError('{}: label {} of {} is out of range [0, {})'
-                             .format(source, label, image, n_class))
+def check_labels(index, n_class, source):
+    """Raise if a label of ``index`` (read from ``source``) is outside
+    [0, n_class)."""
+    labels = index.labels
+    bad = numpy.flatnonzero((labels < 0) | (labels >= n_class))
+    if len(bad):
+        image, label = index[int(bad[0])]
+        raise InputError('{}: label {} of {} is out of range [0, {})'
+                         .format(source, label, image, n_class))
+
+
+def read_dataset(path, root='.', class_names=None):
+    """A list file or a class-folder directory, and its class names (None
+    for a list file)."""
+    if os.path.isdir(path):
+        return read_class_folders(path, class_names)
+    return read_list_file(path, root), None
+
+
+def read_datasets(train, val, root='.', n_class=None):
+    """The checked training and validation indexes and the number of classes.
+
+    Class-folder validation sets take the training set's class names; with
+    ``n_class`` None it is the number of training classes (1000 for a list
+    file).
+    """
+    train_index, class_names = read_dataset(train, root)
+    val_index, _ = read_dataset(val, root, class_names)
+    if n_class is None:
+        n_class = len(class_names) if class_names else 1000
+    check_labels(train_index, n_class, train)
+    check_labels(val_index, n_class, val)
+    return train_index, val_index, n_class

@@ -1,0 +1,41 @@
+"""datasets.validation: each image in exactly one worker's shard."""
+import chainer
+import pytest
+
+from datasets import validation
+
+
+@pytest.mark.parametrize('n, size', [(10, 3), (7, 2), (1, 2), (0, 3),
+                                     (5, 5), (64, 4), (3, 8)])
+def test_shards_are_disjoint_contiguous_and_cover_the_set(n, size):
+    pairs = [('{}.jpg'.format(i), i % 3) for i in range(n)]
+    shards = [validation.validation_shard(pairs, rank, size)
+              for rank in range(size)]
+    assert [p for shard in shards for p in shard] == pairs
+    lengths = [len(shard) for shard in shards]
+    assert max(lengths) - min(lengths) <= 1
+
+
+@pytest.mark.parametrize('limit, expected', [(4, 4), (64, 10), (0, 0)])
+def test_limit_takes_the_first_pairs(limit, expected):
+    pairs = list(range(10))
+    shards = [validation.validation_shard(pairs, rank, 3, limit)
+              for rank in range(3)]
+    assert [p for shard in shards for p in shard] == pairs[:expected]
+
+
+@pytest.mark.parametrize('n_processes', [0, 1])
+def test_iterator_makes_one_pass_over_the_transformed_shard(n_processes):
+    pairs = [(i, i % 2) for i in range(11)]
+    it = validation.validation_iterator(
+        pairs, 1, 2, lambda pair: (pair[0] * 10, pair[1]), 2,
+        n_processes=n_processes, limit=9)
+    try:
+        batches = list(it)
+    finally:
+        it.finalize()
+    seen = [x for batch in batches for x, _ in batch]
+    assert seen == [40, 50, 60, 70, 80]  # rank 1's share of the first 9
+    assert [len(batch) for batch in batches] == [2, 2, 1]
+    assert isinstance(it, chainer.iterators.MultiprocessIterator) == (
+        n_processes > 0)
