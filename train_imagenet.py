@@ -5,14 +5,11 @@
 
 runs the recipe of Akiba, Suzuki & Fukuda (2017), "Extremely Large Minibatch
 SGD: Training ResNet-50 on ImageNet in 15 Minutes". ``train`` and ``val`` are
-Chainer list files (``path label`` per line, relative to ``--root``) or
-class-folder directories; with neither (or ``--demo``) it trains on the
-embedded Fashion-MNIST subset.
+list files or class folders; with neither, the embedded demo data set.
 """
 import argparse
 import functools
 import multiprocessing
-import sys
 
 import cuda_stack
 cuda_stack.preload()  # pip's CUDA libraries, before CuPy loads (docs/gpu.md)
@@ -20,7 +17,6 @@ cuda_stack.preload()  # pip's CUDA libraries, before CuPy loads (docs/gpu.md)
 import chainer
 import chainer.links as L
 from chainer import training
-from chainer.training import extensions as chainer_extensions
 import chainermn
 import numpy
 
@@ -29,7 +25,6 @@ from communicators import failures
 import cpu_engine
 import datasets
 from datasets import demo
-import errors
 import extensions
 from extensions import snapshots
 import models
@@ -43,89 +38,68 @@ def parse_args(argv):
     add = parser.add_argument
     add('train', nargs='?', help='training list file or class folders')
     add('val', nargs='?', help='validation list file or class folders')
-    add('--demo', action='store_true',
-        help='train on the embedded Fashion-MNIST subset')
+    add('--demo', action='store_true', help='train on the embedded dataset')
     add('--root', default='.', help='root of the paths in list files')
     add('--arch', '-a', choices=sorted(models.archs), default='resnet50')
-    add('--width', type=float, default=1.0,
-        help='channel-width multiplier for small studies (1: ResNet-50)')
-    add('--n-class', type=int, help='classes (default: the number of class '
-        'folders, or 1000 for list files)')
-    add('--batchsize', '-B', type=int, default=32,
-        help='images per worker per micro-batch')
-    add('--accumulate', type=int, default=1, help='micro-batches per worker '
-        'per update (virtual workers, each normalized on its own)')
-    add('--val_batchsize', '-b', type=int, default=250,
-        help='validation images per worker per batch')
+    add('--width', type=float, default=1.0, help='channel-width multiplier')
+    add('--n-class', type=int, help='classes (default: folders, or 1000)')
+    add('--batchsize', '-B', type=int, default=32, help='images per GPU')
+    add('--accumulate', type=int, default=1,
+        help='micro-batches per worker per update (virtual workers)')
+    add('--val_batchsize', '-b', type=int, default=250)
     add('--epoch', '-E', type=int, help='epochs (default 90; 3 with --demo)')
     add('--iterations', type=int, help='stop after this many iterations')
     add('--crop-size', type=int, help='crop side (224; 32 with --demo)')
-    add('--resize', type=int, help='side images are resized to before '
-        'cropping (default: crop-size x 256 / 224)')
-    add('--mean', '-m', help='mean .npy, (3,) or (3, resize, resize); '
-        'default: ImageNet RGB mean')
-    add('--loaderjob', '-j', type=int, default=2,
-        help='image-loading processes per worker (0: in the worker)')
-    add('--communicator', help='ChainerMN communicator, or mpi_fp16 / '
+    add('--resize', type=int, help='side before cropping (crop x 256/224)')
+    add('--mean', '-m', help='mean .npy, (3,) or (3, resize, resize)')
+    add('--loaderjob', '-j', type=int, default=2, help='loaders per worker')
+    add('--communicator', help='ChainerMN communicator, mpi_fp16 or '
         'pure_nccl_fp16 (default: naive on CPU, pure_nccl on GPU)')
-    add('--allreduce-dtype', choices=('float16', 'float32'), default='float16',
-        help='dtype of the gradient all-reduce')
+    add('--allreduce-dtype', choices=('float16', 'float32'), default='float16')
     add('--bn-stats', choices=('final-batch', 'moving-average'),
         default='final-batch', help='BN statistics for evaluation')
     add('--bn-variance', choices=models.final_batch_normalization.VARIANCES,
         default='mean', help='final-batch variance: the mean of the workers\' '
         'variances, or the variance of the union of their batches')
-    add('--device', '-d', default='-1', help='device, e.g. @cupy:0, -1: CPU')
-    add('--gpu', '-g', action='store_true',
-        help='use the GPU of this worker\'s intra-node rank')
+    add('--device', '-d', default='-1', help='device: @cupy:N, or -1 (CPU)')
+    add('--gpu', '-g', action='store_true', help='GPU = intra-node rank')
     add('--allow-no-cudnn', action='store_true',
         help='train on GPUs without cuDNN (many times slower)')
     add('--out', '-o', default='result', help='output directory')
     add('--resume', '-r', help='snapshot to resume from, or "auto"')
-    add('--seed', type=int, default=0,
-        help='seed of initialization, data order and augmentation')
+    add('--seed', type=int, default=0, help='seed of init, order and crops')
     add('--log-interval', type=int, default=10, help='iterations per log line')
     add('--val-interval', type=float, default=1, help='epochs per validation')
-    add('--snapshot-interval', type=float, default=1,
-        help='epochs per snapshot')
-    add('--snapshot-iterations', type=int, default=0,
-        help='also snapshot every this many iterations (0: off)')
+    add('--snapshot-interval', type=float, default=1, help='epochs/snapshot')
+    add('--snapshot-iterations', type=int, default=0, help='0: off')
     add('--keep-snapshots', type=int, default=3, help='snapshots to keep')
-    add('--on-non-finite', choices=('stop', 'skip'), default='stop',
-        help='on a non-finite gradient: stop, or skip that update')
-    add('--skip-bad-images', action='store_true',
-        help='skip (and count) undecodable images instead of stopping')
+    add('--on-non-finite', choices=('stop', 'skip'), default='stop')
+    add('--skip-bad-images', action='store_true', help='count, not stop')
     add('--test', action='store_true',
         help='smoke test: 5 iterations, log every one, validate on 64 images')
     recipes.add_arguments(parser)
     args = parser.parse_args(argv)
-    if args.train is None and args.val is not None:
-        parser.error('the training set is required with a validation set')
-    if args.train is not None and args.val is None:
-        parser.error('the validation set is required with a training set')
-    if args.demo and args.train is not None:
-        parser.error('--demo takes no train/val arguments')
+    if (args.train is None) != (args.val is None) or args.demo and args.train:
+        parser.error('give the training and validation sets, or --demo')
     return args
 
 
 def check_args(args):
     """One-line errors, naming the flag, for values argparse lets through."""
-    for name, ok, expected in (
-            ('batchsize', args.batchsize > 0, 'positive'),
-            ('accumulate', args.accumulate > 0, 'positive'),
-            ('val_batchsize', args.val_batchsize > 0, 'positive'),
-            ('epoch', args.epoch > 0, 'positive'),
-            ('iterations', (args.iterations or 1) > 0, 'positive'),
-            ('crop_size', args.crop_size >= 32,
-             "at least 32 (ResNet-50's smallest input)"),
-            ('width', args.width > 0, 'positive'),
-            ('log_interval', args.log_interval > 0, 'positive'),
-            ('keep_snapshots', args.keep_snapshots > 0, 'positive'),
-            ('loaderjob', args.loaderjob >= 0, 'non-negative'),
-            ('seed', 0 <= args.seed < 2 ** 32, 'in [0, 2**32)')):
+    checks = [(name, getattr(args, name) > 0, 'positive') for name in (
+        'batchsize', 'accumulate', 'val_batchsize', 'epoch', 'width',
+        'log_interval', 'keep_snapshots')] + [
+        ('iterations', (args.iterations or 1) > 0, 'positive'),
+        ('crop_size', args.crop_size >= 32, 'at least 32'),
+        ('loaderjob', args.loaderjob >= 0, 'non-negative'),
+        ('seed', 0 <= args.seed < 2 ** 32, 'in [0, 2**32)')]
+    for name, ok, expected in checks:
         if not ok:
             raise failures.JobInputError('--{} must be {}, got {}'.format(
                 name.replace('_', '-'), expected, getattr(args, name)))
+    with failures.flag_errors():
+        return recipes.resolve(args.recipe, args.epoch, **{
+            name: getattr(args, name) for name in recipes.OVERRIDES})
 
 
 def main(argv=None):
@@ -133,25 +107,18 @@ def main(argv=None):
     args = parse_args(argv)
     if args.train is None:
         args.demo, args.train, args.val = True, demo.TRAIN_DIR, demo.VAL_DIR
-    args.epoch = args.epoch or (3 if args.demo else 90)
-    args.crop_size = args.crop_size or (demo.CROP_SIZE if args.demo else 224)
+    epoch, crop_size = (3, demo.CROP_SIZE) if args.demo else (90, 224)
+    args.epoch = epoch if args.epoch is None else args.epoch
+    args.crop_size = crop_size if args.crop_size is None else args.crop_size
     args.resize = args.resize or datasets.resize_for(args.crop_size)
     if args.test:
         args.log_interval, args.iterations = 1, args.iterations or 5
     with failures.ending_the_job(args.out):
-        check_args(args)
-        try:
-            recipe = recipes.resolve(args.recipe, args.epoch, **{
-                name: getattr(args, name) for name in recipes.OVERRIDES})
-        except errors.ParameterError as e:
-            raise failures.JobInputError('--{} must be {}, got {}'.format(
-                e.name.replace('_', '-'), e.expected, e.value))
-        train(args, recipe)
+        train(args, check_args(args))
 
 
 def train(args, recipe):
-    # Start the loaders' forkserver before MPI is initialized: forking a
-    # process that holds InfiniBand resources crashes the loaders.
+    # The loaders' forkserver starts before MPI: forks of it crash on IB.
     if args.loaderjob > 0:
         multiprocessing.set_start_method('forkserver', force=True)
         p = multiprocessing.Process()
@@ -162,21 +129,12 @@ def train(args, recipe):
     on_gpu = args.gpu or args.device.startswith('@cupy')
     comm_name = args.communicator or ('pure_nccl' if on_gpu else 'naive')
     if on_gpu:
-        try:
+        with failures.flag_errors('--gpu' if args.gpu else '--device'):
             cuda_stack.check(args.allow_no_cudnn, 'nccl' in comm_name)
-        except errors.InputError as e:
-            raise failures.JobInputError('{}: {}'.format(
-                '--gpu' if args.gpu else '--device ' + args.device, e))
-    elif 'nccl' in comm_name:
-        raise failures.JobInputError('--communicator {}: needs GPUs (add '
-                                     '--gpu)'.format(comm_name))
-    try:
-        comm = communicators.create_communicator(comm_name,
-                                                 args.allreduce_dtype)
-    except ValueError as e:
-        raise failures.JobInputError('--communicator {} --allreduce-dtype {}: '
-                                     '{}'.format(comm_name,
-                                                 args.allreduce_dtype, e))
+    with failures.flag_errors('--communicator {} --allreduce-dtype {}'.format(
+            comm_name, args.allreduce_dtype)):
+        comm = communicators.create_communicator(
+            comm_name, args.allreduce_dtype, gpu=on_gpu)
     device = chainer.get_device(
         '@cupy:{}'.format(comm.intra_rank) if args.gpu else args.device)
     device.use()
@@ -184,7 +142,7 @@ def train(args, recipe):
         print(cuda_stack.stack_line(device.device.id))
     numpy.random.seed(args.seed)
 
-    # Read and check the datasets, the mean and the snapshot to resume from
+    # Read and check the datasets (on rank 0), the mean and the snapshot
     def read_inputs():
         train, val, n_class = datasets.load_index(
             comm, args.train, args.val, args.root, args.n_class)
@@ -192,13 +150,13 @@ def train(args, recipe):
             arch=args.arch, width=args.width, n_class=n_class,
             bn_stats=args.bn_stats, workers=comm.size,
             batchsize=args.batchsize, accumulate=args.accumulate,
-            seed=args.seed)
+            seed=args.seed, dtype=recipe.dtype)
         resume = snapshots.find_resume(args.resume, args.out, config)
         if comm.rank == 0:
             snapshots.check_writable(args.out)
         return (train, val, n_class, config, resume,
                 datasets.load_mean(args.mean, args.resize))
-    train_pairs, val_pairs, n_class, config, resume, mean = failures.agree(
+    train_set, val_set, n_class, config, resume, mean = failures.agree(
         comm, read_inputs)
     total_batchsize = args.batchsize * args.accumulate * comm.size
     if comm.rank == 0:
@@ -206,32 +164,35 @@ def train(args, recipe):
               'total minibatch: {}'.format(comm.size, args.batchsize,
                                            args.accumulate, total_batchsize))
         print('training images: {}  validation images: {}  classes: {}'
-              .format(len(train_pairs), len(val_pairs), n_class))
+              .format(len(train_set), len(val_set), n_class))
 
     # Set up the iterators
     train_iter = datasets.GlobalOrderIterator(
-        train_pairs, args.batchsize, datasets.TrainTransform(
+        train_set, args.batchsize, datasets.TrainTransform(
             args.crop_size, mean, args.resize, args.skip_bad_images),
         rank=comm.rank, n_workers=comm.size, micro_batches=args.accumulate,
         seed=args.seed, n_processes=args.loaderjob)
     val_iter = datasets.validation_iterator(
-        val_pairs, comm.rank, comm.size, datasets.ValTransform(
+        val_set, comm.rank, comm.size, datasets.ValTransform(
             args.crop_size, mean, args.resize, args.skip_bad_images),
         args.val_batchsize, args.loaderjob, limit=64 if args.test else None)
 
     # Set up the model: the CPU engine's layers on NumPy, Chainer's on GPUs
     layers = cpu_engine if device.xp is numpy else models.chainer_layers
+    norm = layers.BatchNormalization
     if args.bn_stats == 'final-batch':
         norm = functools.partial(
             models.FinalBatchNormalization, variance=args.bn_variance,
             micro_batches=args.accumulate,
             batch_normalization=layers.batch_normalization)
-    else:
-        norm = layers.BatchNormalization
+    if recipe.dtype == 'mixed16':
+        chainer.global_config.dtype = chainer.mixed16
     predictor = models.archs[args.arch](n_class, norm=norm, layers=layers,
                                         width=args.width)
     if recipe.zero_init_residual:
         models.zero_init_residual(predictor)
+    if recipe.dtype == 'mixed16':
+        predictor = models.MixedPrecision(predictor)
     model = L.Classifier(predictor, lossfun=functools.partial(
         models.label_smoothed_cross_entropy, eps=recipe.label_smoothing))
     model.to_device(device)
@@ -245,18 +206,18 @@ def train(args, recipe):
     communicators.broadcast_initial_parameters(optimizer, model, comm)
 
     # Set up the trainer
+    loss_scale = recipes.create_loss_scale(recipe)
     updater = updaters.MicroBatchUpdater(
         train_iter, optimizer, datasets.SkippingConverter(), device,
-        micro_batches=args.accumulate, on_non_finite=args.on_non_finite)
+        args.accumulate, args.on_non_finite, loss_scale)
     stop = ((args.iterations, 'iteration') if args.iterations
             else (args.epoch, 'epoch'))
     trainer = training.Trainer(updater, stop, out=args.out)
 
     # Set up the extensions; a --test run validates and snapshots at its end
-    def every(epochs):
-        return stop if args.test else (epochs, 'epoch')
-    val_trigger = every(args.val_interval)
-    snapshot_triggers = [every(args.snapshot_interval)] + (
+    val_trigger = stop if args.test else (args.val_interval, 'epoch')
+    snapshot_triggers = [stop if args.test else (args.snapshot_interval,
+                                                 'epoch')] + (
         [(args.snapshot_iterations, 'iteration')]
         if args.snapshot_iterations > 0 else [])
     trainer.extend(config, name='run_configuration')
@@ -269,28 +230,13 @@ def train(args, recipe):
     trainer.extend(extensions.Throughput(total_batchsize))
     scheduled = recipes.extend_trainer(trainer, recipe, optimizer,
                                        total_batchsize)
+    if loss_scale is not None:
+        scheduled += ['loss_scale', 'overflows']
     if comm.rank == 0:
         trainer.extend(snapshots.snapshot(args.keep_snapshots),
                        trigger=extensions.AnyOfTriggers(snapshot_triggers))
-
-        def log_trigger():  # every --log-interval and at every validation
-            return extensions.AnyOfTriggers(
-                [(args.log_interval, 'iteration'), val_trigger])
-        trainer.extend(chainer_extensions.LogReport(trigger=log_trigger()))
-        trainer.extend(chainer_extensions.PrintReport(
-            ['epoch', 'iteration', 'main/loss', 'validation/main/loss',
-             'main/accuracy', 'validation/main/accuracy',
-             'validation/main/top5'] + scheduled
-            + ['images/s', 'elapsed_time']), trigger=log_trigger())
-        for name, keys in [
-                ('loss', ['main/loss', 'validation/main/loss']),
-                ('accuracy', ['main/accuracy', 'validation/main/accuracy',
-                              'validation/main/top5'])] + [
-                (key, [key]) for key in scheduled]:
-            trainer.extend(chainer_extensions.PlotReport(
-                keys, 'epoch', trigger=log_trigger(), filename=name + '.png'))
-        if sys.stdout.isatty():
-            trainer.extend(chainer_extensions.ProgressBar())
+        extensions.add_reports(trainer, scheduled, [
+            (args.log_interval, 'iteration'), val_trigger])
 
     # Run
     if resume:

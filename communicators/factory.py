@@ -16,7 +16,8 @@ _FP16_OF = {
 }
 
 
-def create_communicator(name='naive', allreduce_dtype=None, mpi_comm=None):
+def create_communicator(name='naive', allreduce_dtype=None, mpi_comm=None,
+                        gpu=True):
     """A ChainerMN communicator by name.
 
     Args:
@@ -28,6 +29,7 @@ def create_communicator(name='naive', allreduce_dtype=None, mpi_comm=None):
             ``'float32'`` with a float16 name is refused. ``None`` (the
             default): what the name says.
         mpi_comm: mpi4py communicator; ``MPI.COMM_WORLD`` by default.
+        gpu (bool): whether the workers have GPUs; NCCL needs them.
 
     Raises:
         ValueError: unknown name or dtype, or a combination that does not
@@ -51,6 +53,8 @@ def create_communicator(name='naive', allreduce_dtype=None, mpi_comm=None):
         raise ValueError(
             'communicator {!r} all-reduces in float16; for float32 use {}'
             .format(name, 'naive' if name == 'mpi_fp16' else 'pure_nccl'))
+    if 'nccl' in name and not gpu:
+        raise ValueError('communicator {!r} needs GPUs (NCCL)'.format(name))
     if mpi_comm is None:
         import mpi4py.MPI
         mpi_comm = mpi4py.MPI.COMM_WORLD

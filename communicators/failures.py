@@ -19,6 +19,7 @@ import traceback
 
 from errors import InputError
 from errors import NonFiniteGradientError
+from errors import ParameterError
 
 
 class JobInputError(InputError):
@@ -38,6 +39,20 @@ def agree(comm, check, *args):
     if failures:
         raise JobInputError(failures[0])
     return result
+
+
+@contextlib.contextmanager
+def flag_errors(flag=None):
+    """Turns a library's ``ValueError`` into :class:`JobInputError` naming
+    the command-line ``flag``; a :class:`ParameterError` names its own flag
+    (``lr`` -> ``--lr``). For checks that every worker makes alike."""
+    try:
+        yield
+    except ParameterError as e:
+        raise JobInputError('--{} must be {}, got {}'.format(
+            e.name.replace('_', '-'), e.expected, e.value))
+    except ValueError as e:
+        raise JobInputError('{}: {}'.format(flag, e) if flag else str(e))
 
 
 def _world():

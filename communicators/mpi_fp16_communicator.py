@@ -19,11 +19,16 @@ _FP16_MINUS_INF = numpy.uint16(0xfc00)
 class MpiFp16Communicator(NaiveCommunicator):
     """ChainerMN's ``naive`` communicator with a float16 gradient mean.
 
-    ``multi_node_mean_grad`` packs every gradient into one float32 buffer
-    already divided by the number of workers (so that no partial sum of
-    gradients below 65504 can exceed float16's range), all-reduces it with
-    float16 on the wire and float32 accumulation, checks the result and
-    unpacks it. Every other method is ChainerMN's.
+    ``multi_node_mean_grad`` packs every gradient (float32, or float16 under
+    ``chainer.mixed16``) into one float32 buffer already divided by ``2 **
+    k >= p``, the number of workers rounded up to a power of two (so that
+    no partial sum of gradients below 65504 can exceed float16's range, and
+    so that the division is exact: a float16 gradient reaches the wire with
+    the bits it left the backward pass with), all-reduces it with float16
+    on the wire and float32 accumulation, multiplying each complete sum by
+    ``2 ** k / p`` before its one rounding to float16, checks the mean and
+    unpacks it (a float16 gradient takes the mean's bits as they are).
+    Every other method is ChainerMN's.
     """
 
     def __init__(self, mpi_comm):
@@ -49,14 +54,19 @@ class MpiFp16Communicator(NaiveCommunicator):
         if self._packed.size < n:
             self._packed = numpy.empty(n, numpy.float32)
         packed = self._packed[:n]
-        scale = numpy.float32(1. / self.size)
+        k = (self.size - 1).bit_length()
         offset = 0
         for _, param in named:
             g = param.grad
-            numpy.multiply(g, scale,
-                           out=packed[offset:offset + g.size].reshape(g.shape))
+            part = packed[offset:offset + g.size].reshape(g.shape)
+            if g.dtype == numpy.float16:
+                to_float(g, part)
+                part *= numpy.float32(2. ** -k)
+            else:
+                numpy.multiply(g, numpy.float32(2. ** -k), out=part)
             offset += g.size
-        mean = self.ring(packed)
+        mean = self.ring(packed, None if 2 ** k == self.size
+                         else numpy.float32(2. ** k / self.size))
         # Two vectorized maxima of the 16-bit words (NumPy's float16
         # isfinite is scalar); the mask is built only when one is non-finite.
         bits = mean.view(numpy.uint16)
@@ -68,5 +78,9 @@ class MpiFp16Communicator(NaiveCommunicator):
         offset = 0
         for _, param in named:
             g = param.grad
-            to_float(mean[offset:offset + g.size].reshape(g.shape), g)
+            part = mean[offset:offset + g.size].reshape(g.shape)
+            if g.dtype == numpy.float16:
+                g[...] = part
+            else:
+                to_float(part, g)
             offset += g.size

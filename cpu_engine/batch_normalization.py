@@ -1,11 +1,9 @@
 """Training-mode batch normalization of channel-major NumPy activations.
 
-Chainer's NumPy batch normalization reduces over axes (0, 2, 3) of an NCHW
-array and makes about ten full passes over memory, each single-threaded.
-With channel-major activations (see :mod:`cpu_engine.channel_major`) each
-channel is one contiguous row, so this implementation works on blocks of
-whole channels small enough to stay in the core's L2 cache, runs the blocks
-on all cores, and touches main memory about once per input and output:
+Each channel is one contiguous row (:mod:`cpu_engine.channel_major`), so
+both passes read each row about once, in C loops or in L2-sized blocks
+(docs/cpu_performance.md); an ``impl_selector`` implementation of
+Chainer's own ``BatchNormalization`` FunctionNode:
 
     forward:  mu = mean(x), var = mean((x - mu)^2),
               y = gamma (x - mu) / sqrt(var + eps) + beta
@@ -13,15 +11,9 @@ on all cores, and touches main memory about once per input and output:
               gbeta = sum(gy), ggamma = sum(gy x_hat),
               gx = gamma / sqrt(var + eps) (gy - (x_hat ggamma + gbeta) / m)
 
-For float32 the C loops of ``cpu_engine._kernels`` do it per channel row
-in double sums, rows split over OpenMP threads: forward the mean, the
-variance over ``x - mu`` and ``y`` (three passes over the cached row),
-backward ``gbeta`` and ``ggamma`` in one pass and ``gx`` in another.
-Without them, or for other dtypes, NumPy does it on blocks of rows on the
-threads of :func:`cpu_engine.cpu_runtime.parallel_blocks`, with ``einsum`` sums (float32 accumulators, about 2.5x faster than
-NumPy's pairwise ``sum``). It is an implementation (``impl_selector``)
-of Chainer's own ``BatchNormalization`` FunctionNode, so the running
-statistics, the double-backward and every other device keep Chainer's code.
+Under ``chainer.mixed16`` the activations are float16 and gamma, beta and
+the statistics float32: such inputs are normalized in float32 and ``y`` and
+``gx`` rounded to float16 (:mod:`cpu_engine.float16`).
 """
 import numpy
 
@@ -33,6 +25,8 @@ from cpu_engine.channel_major import nchw
 from cpu_engine.cpu_runtime import fast_paths_enabled
 from cpu_engine.cpu_runtime import native_kernels
 from cpu_engine.cpu_runtime import parallel_blocks
+from cpu_engine.float16 import narrow
+from cpu_engine.float16 import widen
 
 
 class ChannelMajorBatchNormalizationImpl(_bn._BatchNormalizationImpl):
@@ -105,15 +99,36 @@ class ChannelMajorBatchNormalizationImpl(_bn._BatchNormalizationImpl):
         return nchw(gx2.reshape(xc.shape)), x_layout, ggamma, gbeta
 
 
+class HalfStorageBatchNormalizationImpl(ChannelMajorBatchNormalizationImpl):
+    """:class:`ChannelMajorBatchNormalizationImpl` of float16 activations
+    with float32 gamma and beta: computed in float32, ``y`` and ``gx``
+    rounded to float16; the statistics and ``ggamma``, ``gbeta`` stay
+    float32."""
+
+    def forward(self, axis, gamma, x, *args, **kwargs):
+        outputs = super(HalfStorageBatchNormalizationImpl, self).forward(
+            axis, gamma, widen(x), *args, **kwargs)
+        return (narrow(outputs[0]),) + outputs[1:]
+
+    def backward(self, axis, gamma, gy, x, *args, **kwargs):
+        gx, x_layout, ggamma, gbeta = super(
+            HalfStorageBatchNormalizationImpl, self).backward(
+                axis, gamma, widen(gy), widen(x), *args, **kwargs)
+        return narrow(gx), x_layout, ggamma, gbeta
+
+
 def _select_impl(bn, inputs):
     """This module's implementation where it applies, else Chainer's choice."""
     x, gamma, beta = inputs
     if (type(x) is numpy.ndarray and type(gamma) is numpy.ndarray
             and x.ndim == 4 and tuple(bn.axis) == (0, 2, 3)
-            and x.dtype == gamma.dtype == beta.dtype
+            and gamma.dtype == beta.dtype
             and bn.input_layouts[0] is None
             and fast_paths_enabled()):
-        return ChannelMajorBatchNormalizationImpl()
+        if x.dtype == gamma.dtype:
+            return ChannelMajorBatchNormalizationImpl()
+        if x.dtype == numpy.float16 and gamma.dtype == numpy.float32:
+            return HalfStorageBatchNormalizationImpl()
     return _bn._impl_selector(bn, inputs)
 
 

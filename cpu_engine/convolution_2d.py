@@ -1,27 +1,16 @@
 """2-D convolution on NumPy arrays as one GEMM over the whole minibatch.
 
-Chainer's CPU convolution pads the input (``numpy.pad``, even for 1x1
-kernels), builds an (N, C, k, k, H, W) im2col matrix, and ``tensordot``
-copies it again into GEMM order; its output is an N H W C array behind an
-NCHW view. Here activations stay channel-major (see
-:mod:`cpu_engine.channel_major`), so that
+With channel-major activations (:mod:`cpu_engine.channel_major`)
 
     y (O, N Ho Wo) = W (O, C kh kw) @ col (C kh kw, N Ho Wo)
 
-where ``col`` is the input itself for a 1x1 convolution (subsampled by
-slicing for stride > 1) and an im2col matrix written tap by tap otherwise.
-The backward pass is two more GEMMs: ``gW = gy @ col^T`` and ``gx`` as the
+with ``col`` the input itself for 1x1 kernels, else an im2col matrix built
+:data:`CHUNK_BYTES` at a time; ``gW = gy @ col^T`` and ``gx`` is the
 stride-1 convolution of the (dilated) ``gy`` with the flipped, transposed
-kernel, so no col2im scatter is needed either.
-
-An im2col matrix is nine (or 49) times its input: at 224 px it is 0.2 GB
-per layer, so it is built a few images at a time (:data:`CHUNK_BYTES`) and
-each part is multiplied while it is still in cache; the backward pass
-builds it again instead of keeping it.
-
-For float32, the layers where it pays go to oneDNN's direct convolutions
-instead (:mod:`cpu_engine.onednn`, :func:`_uses_onednn`); their outputs
-and gradients are channel-major too.
+kernel. For float32, the layers where it pays go to oneDNN's direct
+convolutions (:mod:`cpu_engine.onednn`, :func:`_uses_onednn`); see
+docs/cpu_performance.md. float16 inputs are convolved in
+float32 and each result rounded to float16 (:mod:`cpu_engine.float16`).
 """
 import numpy
 
@@ -36,6 +25,7 @@ from cpu_engine.cpu_runtime import fast_paths_enabled
 from cpu_engine.channel_major import im2col
 from cpu_engine.channel_major import nchw
 from cpu_engine.channel_major import pair
+from cpu_engine.float16 import in_float32
 from cpu_engine import onednn
 
 
@@ -161,6 +151,12 @@ class Convolution2DFunction(function_node.FunctionNode):
             )
 
     def forward_cpu(self, inputs):
+        self.retain_inputs((0, 1))
+        if inputs[0].dtype == numpy.float16:
+            return in_float32(self._forward, inputs)
+        return self._forward(inputs)
+
+    def _forward(self, inputs):
         x, W = inputs[:2]
         out_c, _, kh, kw = W.shape
         n, _, h, w = x.shape
@@ -182,7 +178,6 @@ class Convolution2DFunction(function_node.FunctionNode):
                           out_w)
         if len(inputs) == 3:
             y += inputs[2][:, None]
-        self.retain_inputs((0, 1))
         return nchw(y.reshape(out_c, n, out_h, out_w)),
 
     def backward(self, indexes, grad_outputs):
@@ -199,6 +194,11 @@ class Convolution2DGrad(function_node.FunctionNode):
         self.indexes = indexes
 
     def forward_cpu(self, inputs):
+        if inputs[0].dtype == numpy.float16:
+            return in_float32(self._grads, inputs)
+        return self._grads(inputs)
+
+    def _grads(self, inputs):
         x, W, gy = inputs
         if self.conv2d.onednn:
             return self._onednn_grads(x, W, gy)

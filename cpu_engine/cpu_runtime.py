@@ -1,27 +1,11 @@
 """How the CPU fast paths run: allocator settings, threads, the on switch.
 
-Allocator. A training step allocates and frees hundreds of activation
-buffers of up to a few hundred MB. glibc serves blocks above
-``M_MMAP_THRESHOLD`` with a fresh ``mmap`` and returns them with ``munmap``
-on free; its dynamic threshold stops growing at 32 MB, so at 224 px and
-batch 32 (activations of 25-400 MB) every step page-faults most of its
-working set in again, the kernel zeroing each page. Raising the mmap and
-trim thresholds (:func:`configure`) keeps freed buffers in the heap so that
-the next step reuses them.
-
-C loops. Where setup.py has built the ``cpu_engine._kernels`` extension,
-:func:`native_kernels` hands it the float32 work of the optimizer update,
-weight decay, batch normalization, ReLU and max pooling: each array is
-read once or twice, with no temporaries, instead of once per NumPy
-operation. The loops split their arrays over OpenMP threads, the pool that
-oneDNN's convolutions use too: one pool for the whole step, whose threads,
-spinning between parallel regions, pick up the next one at once instead
-of taking the cores from a second pool.
-
-Threads. NumPy's element-wise loops are single-threaded but release the
-GIL, so where the C loops do not apply :func:`parallel_for` and
-:func:`parallel_blocks` run blocks of whole channels on as many Python
-threads as OpenMP uses (:func:`num_threads`).
+:func:`configure` raises glibc's mmap and trim thresholds, so freed
+activation buffers stay in the heap instead of being page-faulted in again
+every step. :func:`native_kernels` hands float32 work to the C loops of
+``cpu_engine._kernels`` (on oneDNN's OpenMP threads: one pool per step);
+elsewhere :func:`parallel_for` and :func:`parallel_blocks` run NumPy on
+:func:`num_threads` Python threads. See docs/cpu_performance.md.
 """
 import concurrent.futures
 import ctypes

@@ -8,7 +8,9 @@ into the input-gradient slice of each tap where that tap won. For float32
 the C loops of ``cpu_engine._kernels`` do it per (channel, image) plane on
 OpenMP threads; otherwise NumPy does it on L2-sized blocks of channels in
 parallel, finding the winners with uint8 arithmetic (masked NumPy
-assignments, ``copyto(where=)``, run at under 1 GB/s).
+assignments, ``copyto(where=)``, run at under 1 GB/s). float16 arrays
+are pooled in float32 (:mod:`cpu_engine.float16`), so each input gradient
+is summed in float32 and rounded once.
 """
 import numpy
 
@@ -24,6 +26,7 @@ from cpu_engine.channel_major import tap_ranges
 from cpu_engine.cpu_runtime import fast_paths_enabled
 from cpu_engine.cpu_runtime import native_kernels
 from cpu_engine.cpu_runtime import parallel_blocks
+from cpu_engine.float16 import in_float32
 
 
 def _pool(xs, ys, ws, taps):
@@ -60,6 +63,11 @@ class MaxPooling2D(function_node.FunctionNode):
                           in_types[0].ndim == 4)
 
     def forward_cpu(self, inputs):
+        if inputs[0].dtype == numpy.float16:
+            return in_float32(self._forward, inputs)
+        return self._forward(inputs)
+
+    def _forward(self, inputs):
         x, = inputs
         n, c, h, w = x.shape
         out_h = conv.get_conv_outsize(h, self.kh, self.sy, self.ph,
@@ -108,6 +116,11 @@ class MaxPooling2DGrad(function_node.FunctionNode):
         self.pooling = pooling
 
     def forward_cpu(self, inputs):
+        if inputs[0].dtype == numpy.float16:
+            return in_float32(self._forward, inputs)
+        return self._forward(inputs)
+
+    def _forward(self, inputs):
         p = self.pooling
         gyc = channel_major(inputs[0])
         n, c, h, w = p.x_shape

@@ -9,7 +9,9 @@ runs in one pass of the C loops of ``cpu_engine._kernels`` for float32
 (split over OpenMP threads), else over L2-sized blocks of the arrays'
 memory on the threads of :func:`cpu_engine.cpu_runtime.parallel_for`.
 Arrays that share one dense memory order (channel-major activations do)
-are processed flat; others go through plain NumPy expressions.
+are processed flat; others go through plain NumPy expressions. float16
+arrays are processed in float32 (:mod:`cpu_engine.float16`): the sum is
+rounded once.
 """
 import numpy
 
@@ -20,6 +22,7 @@ from chainer.utils import type_check
 from cpu_engine.cpu_runtime import fast_paths_enabled
 from cpu_engine.cpu_runtime import native_kernels
 from cpu_engine.cpu_runtime import parallel_for
+from cpu_engine.float16 import in_float32
 
 # Elements per block: a few float32 arrays of it stay in L2.
 BLOCK = 1 << 16
@@ -89,6 +92,12 @@ class ReLU(function_node.FunctionNode):
                               t.shape == in_types[0].shape)
 
     def forward_cpu(self, inputs):
+        self.retain_outputs((0,))
+        if inputs[0].dtype == numpy.float16:
+            return in_float32(self._forward, inputs)
+        return self._forward(inputs)
+
+    def _forward(self, inputs):
         y = numpy.empty_like(inputs[0])
         flats = _dense(y, *inputs)
         kernels = native_kernels(*flats) if flats else None
@@ -98,7 +107,6 @@ class ReLU(function_node.FunctionNode):
             kernels.relu(*flats)
         else:
             _blockwise(_relu_of_sum, flats)
-        self.retain_outputs((0,))
         return y,
 
     def backward(self, indexes, grad_outputs):
@@ -114,12 +122,17 @@ class ReLUGrad(function_node.FunctionNode):
         self.y = y
 
     def forward_cpu(self, inputs):
-        gy, = inputs
-        gx = numpy.empty_like(self.y)
-        flats = _dense(gx, gy, self.y)
+        if self.y.dtype == numpy.float16:
+            return in_float32(self._forward, inputs + (self.y,))
+        return self._forward(inputs + (self.y,))
+
+    def _forward(self, inputs):
+        gy, y = inputs
+        gx = numpy.empty_like(y)
+        flats = _dense(gx, gy, y)
         kernels = native_kernels(*flats) if flats else None
         if flats is None:
-            gx = gy * (self.y > 0)
+            gx = gy * (y > 0)
         elif kernels is not None:
             kernels.relu_grad(*flats)
         else:

@@ -5,11 +5,15 @@ operation and a dozen passes over memory. Here float32 C-contiguous arrays
 go through one C loop on the OpenMP threads that reads each array once
 (with NumPy's float32 rounding: no FMA contraction); other arrays go
 through NumPy on L2-sized blocks, whose passes after the first hit cache.
+float16 arrays (the parameters of a ``chainer.mixed16`` model, whose
+optimizer hooks see them) are widened to float32 for the C loop and the
+result rounded once (:mod:`cpu_engine.float16`).
 """
 import numpy
 
 from cpu_engine.cpu_runtime import native_kernels
 from cpu_engine.cpu_runtime import parallel_elementwise
+from cpu_engine.float16 import in_float32
 
 
 def rmsprop_warmup(theta, g, m, delta, lr, mu1, mu2, eps, alpha_sgd,
@@ -45,6 +49,12 @@ def rmsprop_warmup(theta, g, m, delta, lr, mu1, mu2, eps, alpha_sgd,
 
 def weight_decay(g, theta, rate):
     """In place: ``g += rate * theta``."""
+    if g.dtype == numpy.float16:
+        def decay32(arrays):
+            weight_decay(*arrays, rate=rate)
+            return arrays[:1]
+        g[...], = in_float32(decay32, (g, theta))
+        return
     kernels = native_kernels(g, theta)
     if kernels is not None:
         kernels.weight_decay(g, theta, rate)

@@ -4,3 +4,4 @@ from extensions.final_batch_statistics import SyncFinalBatchStatistics  # NOQA
 from extensions.hyperparameter_schedule import HyperparameterSchedule  # NOQA
 from extensions.throughput import Throughput  # NOQA
 from extensions.triggers import AnyOfTriggers  # NOQA
+from extensions.reports import add_reports  # NOQA

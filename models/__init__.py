@@ -1,10 +1,11 @@
 """Model definitions."""
 from models import chainer_layers  # NOQA
 from models.final_batch_normalization import FinalBatchNormalization  # NOQA
+from models.label_smoothing import label_smoothed_cross_entropy  # NOQA
+from models.mixed_precision import MixedPrecision  # NOQA
 from models.resnet50 import ResNet50  # NOQA
 from models.resnet50 import zero_init_residual  # NOQA
 
 archs = {
     'resnet50': ResNet50,
 }
-from models.label_smoothing import label_smoothed_cross_entropy  # NOQA

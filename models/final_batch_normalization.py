@@ -14,7 +14,9 @@ micro-batches per update, see ``micro_batches``) with mean ``mu_i`` and
     batch_mean_sq = mean_i(mu_i ** 2)
 
 and averaging these three over the workers keeps them of the same form over
-all ``K x workers`` minibatches. Test mode normalizes with one of two
+all ``K x workers`` minibatches. Under ``chainer.mixed16`` the parameters
+and the kept statistics are float32, as in ``L.BatchNormalization``, while
+the activations are float16. Test mode normalizes with one of two
 readings of the averaged variance:
 
     'mean'  : var = batch_var                       (mean of the variances)
@@ -27,6 +29,7 @@ import numpy
 import chainer
 from chainer import configuration
 import chainer.functions as F
+from chainer import initializers
 from chainer import variable
 
 
@@ -72,19 +75,21 @@ class FinalBatchNormalization(chainer.Link):
         self.micro_batches = micro_batches
         self.batch_normalization = batch_normalization
         self.calls_in_window = 0
+        dtype = chainer.get_dtype(map_mixed16=numpy.float32)
         with self.init_scope():
             self.gamma = variable.Parameter(
-                1 if initial_gamma is None else initial_gamma, size)
+                _initializer(initial_gamma, 1, dtype), size)
             self.beta = variable.Parameter(
-                0 if initial_beta is None else initial_beta, size)
-        dtype = self.gamma.dtype
+                _initializer(initial_beta, 0, dtype), size)
         self.add_persistent('batch_mean', numpy.zeros(size, dtype))
         self.add_persistent('batch_var', numpy.ones(size, dtype))
         self.add_persistent('batch_mean_sq', numpy.zeros(size, dtype))
 
     @property
     def kept_statistics(self):
-        """The persistent arrays that :meth:`sync` averages, in order."""
+        """The persistent arrays, in order, that
+        :func:`extensions.final_batch_statistics.sync_final_batch_statistics`
+        averages over the workers."""
         return self.batch_mean, self.batch_var, self.batch_mean_sq
 
     def statistics(self):
@@ -123,3 +128,11 @@ class FinalBatchNormalization(chainer.Link):
                 kept[...] = new
             else:
                 kept += (new - kept) / c
+
+
+def _initializer(initial, default, dtype):
+    """The initializer of ``initial`` (``default`` if None) for ``dtype``."""
+    initializer = initializers._get_initializer(
+        default if initial is None else initial)
+    initializer.dtype = dtype
+    return initializer

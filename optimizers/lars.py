@@ -49,8 +49,10 @@ class LARS(optimizer_hooks.GradientLARS):
         scale = param._loss_scale or 1.0
         with chainer.using_device(param.device):
             xp = param.device.xp
-            p_norm = float(xp.linalg.norm(p))
-            g_norm = float(xp.linalg.norm(g)) / scale
+            # float32 norms: a float16 sum of squares overflows
+            p_norm = float(xp.linalg.norm(p.astype(xp.float32, copy=False)))
+            g_norm = float(xp.linalg.norm(
+                g.astype(xp.float32, copy=False))) / scale
         if p_norm <= self.threshold:
             rate = 1.0
         else:

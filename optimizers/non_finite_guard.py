@@ -1,7 +1,26 @@
 """An optimizer hook that refuses to apply a non-finite gradient."""
 import chainer
+import numpy
 
 from errors import NonFiniteGradientError
+
+# A float16 is inf or NaN exactly when its magnitude bits reach 0x7c00.
+_FP16_MAGNITUDE = numpy.uint16(0x7fff)
+_FP16_INF = numpy.uint16(0x7c00)
+_FP16_MINUS_INF = numpy.uint16(0xfc00)
+
+
+def _count_non_finite(xp, g):
+    """Non-finite elements of ``g``; NumPy's float16 ``isfinite`` runs one
+    element at a time, so NumPy float16 arrays are read as 16-bit words (two
+    vectorized maxima; the mask only when one is non-finite)."""
+    if xp is numpy and g.dtype == numpy.float16:
+        bits = g.view(numpy.uint16)
+        if g.size == 0 or (bits.view(numpy.int16).max() < _FP16_INF
+                           and bits.max() < _FP16_MINUS_INF):
+            return 0
+        return numpy.count_nonzero((bits & _FP16_MAGNITUDE) >= _FP16_INF)
+    return xp.count_nonzero(~xp.isfinite(g))
 
 
 class NonFiniteGradientGuard(object):
@@ -22,7 +41,7 @@ class NonFiniteGradientGuard(object):
         if not params:
             return
         xp = chainer.backend.get_array_module(params[0][1].grad)
-        bad = xp.stack([xp.count_nonzero(~xp.isfinite(p.grad))
+        bad = xp.stack([xp.asarray(_count_non_finite(xp, p.grad))
                         for _, p in params])
         counts = chainer.backend.CpuDevice().send(bad)
         if counts.any():

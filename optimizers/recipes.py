@@ -23,6 +23,7 @@ residual blocks; every part can be overridden on its own::
 """
 import dataclasses
 import functools
+import math
 import typing
 
 import chainer
@@ -31,6 +32,7 @@ from errors import ParameterError
 from extensions import schedules
 from extensions.hyperparameter_schedule import HyperparameterSchedule
 from optimizers.lars import LARS
+from optimizers.loss_scaling import DynamicLossScale
 from optimizers.rmsprop_warmup import RMSpropWarmup
 from optimizers.weight_decay import BIAS_PARAMS
 from optimizers.weight_decay import NORMALIZATION_PARAMS
@@ -54,9 +56,12 @@ RMSPROP_WARMUP_DEFAULTS = dict(lr_rmsprop=3e-4, mu2=0.99, eps=1e-8,
                                alpha_sgd_form='elu')
 # Settings of the poly schedule only, and their defaults.
 POLY_DEFAULTS = dict(warmup_epochs=5.0, poly_power=2.0)
+# Settings of mixed precision only, and their defaults.
+MIXED16_DEFAULTS = dict(loss_scale=2.0 ** 10, loss_scale_interval=1000)
+DTYPES = ('float32', 'mixed16')
 COMMON_DEFAULTS = dict(lr=None, momentum=0.9, weight_decay=1e-4,
                        scale_schedule=False, lars=False, lars_eta=0.001,
-                       label_smoothing=0.0)
+                       label_smoothing=0.0, dtype='float32')
 RECIPES = {
     'akiba2017': dict(optimizer='rmsprop-warmup', momentum_correction=True,
                       lr_schedule='slow-start', weight_decay_exempt='none',
@@ -79,7 +84,8 @@ class Recipe:
     """Every setting of a recipe, resolved (see :func:`resolve`).
 
     The RMSprop warm-up settings are None for momentum SGD, the poly
-    settings None for other schedules. ``lr`` None is the linear-scaling
+    settings None for other schedules, the loss scaling None in float32.
+    ``lr`` None is the linear-scaling
     rule, ``0.1 x total minibatch / 256``. With ``lars`` the exempt
     parameters are exempt from LARS too.
     """
@@ -98,6 +104,7 @@ class Recipe:
     lars: bool
     lars_eta: float
     label_smoothing: float
+    dtype: str
     lr_rmsprop: typing.Optional[float] = None
     mu2: typing.Optional[float] = None
     eps: typing.Optional[float] = None
@@ -106,6 +113,8 @@ class Recipe:
     alpha_sgd_form: typing.Optional[str] = None
     warmup_epochs: typing.Optional[float] = None
     poly_power: typing.Optional[float] = None
+    loss_scale: typing.Optional[float] = None
+    loss_scale_interval: typing.Optional[int] = None
 
     @property
     def schedule_epochs(self):
@@ -145,6 +154,8 @@ def resolve(name='akiba2017', epochs=schedules.REFERENCE_EPOCHS,
     lr_schedule = given.get('lr_schedule', values['lr_schedule'])
     _only_with(lr_schedule == 'poly', POLY_DEFAULTS, given, values,
                'the lr schedule is poly')
+    _only_with(given.get('dtype') == 'mixed16', MIXED16_DEFAULTS, given,
+               values, 'the dtype is mixed16')
     values.update(given)
     recipe = Recipe(name=name, epochs=epochs, **values)
     _check(recipe)
@@ -175,7 +186,8 @@ def _check(recipe):
               ('momentum', lambda v: 0 <= v < 1, 'in [0, 1)'),
               ('weight_decay', lambda v: v >= 0, 'non-negative'),
               ('lars_eta', lambda v: v > 0, 'positive'),
-              ('label_smoothing', lambda v: 0 <= v < 1, 'in [0, 1)')]
+              ('label_smoothing', lambda v: 0 <= v < 1, 'in [0, 1)'),
+              ('dtype', lambda v: v in DTYPES, 'one of ' + ', '.join(DTYPES))]
     if recipe.optimizer == 'rmsprop-warmup':
         checks += [('lr_rmsprop', lambda v: v >= 0, 'non-negative'),
                    ('mu2', lambda v: 0 <= v < 1, 'in [0, 1)'),
@@ -184,6 +196,11 @@ def _check(recipe):
                    ('alpha_sgd_form',
                     lambda v: v in schedules.ALPHA_SGD_SLOPES,
                     'one of ' + ', '.join(sorted(schedules.ALPHA_SGD_SLOPES)))]
+    if recipe.dtype == 'mixed16':
+        checks += [('loss_scale',
+                    lambda v: v >= 1 and math.log2(v).is_integer(),
+                    'a power of two >= 1'),
+                   ('loss_scale_interval', lambda v: v >= 1, 'positive')]
     if recipe.lr_schedule == 'poly':
         checks += [('warmup_epochs',
                     lambda v: 0 <= v < schedules.REFERENCE_EPOCHS,
@@ -241,14 +258,23 @@ def create_optimizer(recipe):
 
 
 def add_hooks(optimizer, recipe):
-    """Adds the LARS or weight-decay hook; call it after ``optimizer.setup``.
-    """
+    """Adds the LARS or weight-decay hook and, with mixed16, float32 master
+    weights for the update; call it after ``optimizer.setup``."""
+    if recipe.dtype == 'mixed16':
+        optimizer.use_fp32_update()
     exempt = WEIGHT_DECAY_EXEMPT[recipe.weight_decay_exempt]
     if recipe.lars:
         optimizer.add_hook(LARS(recipe.lars_eta, recipe.weight_decay,
                                 exempt=exempt))
     elif recipe.weight_decay > 0:
         optimizer.add_hook(WeightDecay(recipe.weight_decay, exempt=exempt))
+
+
+def create_loss_scale(recipe):
+    """The dynamic loss scale of a mixed16 recipe, else None."""
+    if recipe.dtype != 'mixed16':
+        return None
+    return DynamicLossScale(recipe.loss_scale, recipe.loss_scale_interval)
 
 
 def extend_trainer(trainer, recipe, optimizer, total_batchsize):
@@ -346,6 +372,16 @@ def add_arguments(parser):
     group.add_argument('--label-smoothing', type=float,
                        help='weight eps of the uniform target in the '
                             'training loss (you2017: 0.1; others: 0)')
+    group.add_argument('--dtype', choices=DTYPES,
+                       help='float32 (default), or mixed16: float16 '
+                            'activations and gradients, float32 master '
+                            'weights, dynamic loss scaling')
+    group.add_argument('--loss-scale', type=float,
+                       help='initial loss scale of mixed16, a power of two '
+                            '(default: 1024)')
+    group.add_argument('--loss-scale-interval', type=int,
+                       help='clean updates after which the loss scale '
+                            'doubles (default: 1000)')
     _switch(group, 'zero_init_residual',
             'start the last BN gamma of every residual block at 0 '
             '(goyal2017: on; others: off)')

@@ -4,12 +4,16 @@ Each micro-batch is normalized by its own BN statistics and its gradient is
 added to the others' with weight 1/K, so after the all-reduce the gradient is
 the mean over all K x workers micro-batches: 2 processes with K = 512 and 32
 images each train with the semantics of 1024 GPUs x 32 images.
+
+With a loss scale (mixed precision), every micro-batch's backward pass starts
+from the scale, the all-reduce averages the scaled gradients, and the update
+rules divide the scale out in float32 (Chainer's ``param._loss_scale``).
 """
-import chainer
 from chainer import reporter
 from chainer import training
 
 from errors import NonFiniteGradientError
+from optimizers import fp32_masters
 
 
 class MicroBatchUpdater(training.updaters.StandardUpdater):
@@ -20,16 +24,25 @@ class MicroBatchUpdater(training.updaters.StandardUpdater):
     all-reduce or from :class:`~optimizers.NonFiniteGradientGuard` either
     stops training (``on_non_finite='stop'``, the error names the iteration)
     or skips that update (``'skip'``) and counts it in ``skipped_updates``.
+
+    With ``loss_scale`` (:class:`~optimizers.loss_scaling.DynamicLossScale`)
+    a non-finite gradient is first taken for an overflow of the scaled
+    float16 gradients: the update is skipped, the scale halved and the skip
+    counted in ``overflows``; only once the scale is at its minimum does the
+    ``on_non_finite`` policy apply. ``loss_scale`` and ``overflows`` are
+    reported, and saved in snapshots with the float32 master copies of
+    float16 parameters (:mod:`optimizers.fp32_masters`).
     """
 
     def __init__(self, iterator, optimizer, converter, device,
-                 micro_batches=1, on_non_finite='stop'):
+                 micro_batches=1, on_non_finite='stop', loss_scale=None):
         super(MicroBatchUpdater, self).__init__(
             iterator, optimizer, converter=converter, device=device)
         if on_non_finite not in ('stop', 'skip'):
             raise ValueError('on_non_finite must be stop or skip')
         self.micro_batches = micro_batches
         self.on_non_finite = on_non_finite
+        self.loss_scale = loss_scale
         self.skipped_updates = 0
 
     def update_core(self):
@@ -38,6 +51,7 @@ class MicroBatchUpdater(training.updaters.StandardUpdater):
         model = optimizer.target
         model.cleargrads()
         summary = reporter.DictSummary()
+        scale = None if self.loss_scale is None else self.loss_scale.scale
         for _ in range(self.micro_batches):
             batch = iterator.next()
             in_arrays = self.converter(batch, self.device)
@@ -45,21 +59,35 @@ class MicroBatchUpdater(training.updaters.StandardUpdater):
             with reporter.report_scope(observation):
                 loss = model(*in_arrays)
             summary.add(observation)
-            (loss / self.micro_batches).backward()
+            (loss / self.micro_batches).backward(loss_scale=scale)
             del loss
         reporter.report(summary.compute_mean())
         try:
             optimizer.update()
         except NonFiniteGradientError as e:
-            if self.on_non_finite == 'stop':
-                raise NonFiniteGradientError(
-                    e.count, '{} at iteration {}'.format(
-                        e.param_name, self.iteration + 1))
             model.cleargrads()
-            self.skipped_updates += 1
+            if self.loss_scale is None or not self.loss_scale.back_off():
+                if self.on_non_finite == 'stop':
+                    raise NonFiniteGradientError(
+                        e.count, '{} at iteration {}'.format(
+                            e.param_name, self.iteration + 1))
+                self.skipped_updates += 1
+        else:
+            if self.loss_scale is not None:
+                self.loss_scale.grow()
         reporter.report({'skipped_updates': self.skipped_updates})
+        if self.loss_scale is not None:
+            reporter.report({'loss_scale': scale,
+                             'overflows': self.loss_scale.overflows})
 
     def serialize(self, serializer):
+        for optimizer in self._optimizers.values():
+            fp32_masters.initialize(optimizer)
         super(MicroBatchUpdater, self).serialize(serializer)
         self.skipped_updates = serializer('skipped_updates',
                                           self.skipped_updates)
+        if self.loss_scale is not None:
+            self.loss_scale.serialize(serializer['loss_scale'])
+        for name, optimizer in self._optimizers.items():
+            fp32_masters.serialize(optimizer,
+                                   serializer['optimizer:' + name])
