@@ -85,8 +85,8 @@ class Recipe:
 
     The RMSprop warm-up settings are None for momentum SGD, the poly
     settings None for other schedules, the loss scaling None in float32.
-    ``lr`` None is the linear-scaling
-    rule, ``0.1 x total minibatch / 256``. With ``lars`` the exempt
+    ``lr`` None is the linear-scaling rule, ``0.1 x total minibatch / 256``,
+    or with LARS ``2 x sqrt(total minibatch / 256)``. With ``lars`` the exempt
     parameters are exempt from LARS too.
     """
 
@@ -222,9 +222,12 @@ def hyperparameter_schedules(recipe, total_batchsize):
     These functions are the only place where the values are set.
     """
     epochs = recipe.schedule_epochs
+    base_lr = recipe.lr
+    if base_lr is None and recipe.lars:
+        base_lr = schedules.square_root_scaling_lr(total_batchsize)
     lr = functools.partial(LR_SCHEDULES[recipe.lr_schedule],
                            total_batchsize=total_batchsize, epochs=epochs,
-                           base_lr=recipe.lr)
+                           base_lr=base_lr)
     if recipe.lr_schedule == 'poly':
         lr = functools.partial(lr, warmup_epochs=recipe.warmup_epochs,
                                power=recipe.poly_power)
@@ -325,7 +328,8 @@ def add_arguments(parser):
                             'poly)')
     group.add_argument('--lr', type=float,
                        help='base learning rate the schedule multiplies '
-                            '(default: 0.1 x total minibatch / 256)')
+                            '(default: 0.1 x total minibatch / 256; with '
+                            'LARS 2 x sqrt(total minibatch / 256))')
     group.add_argument('--momentum', type=float,
                        help='momentum mu1 (default: 0.9)')
     group.add_argument('--lr-rmsprop', type=float,
