@@ -9,7 +9,7 @@ list files or class folders; with neither, the embedded demo data set.
 """
 import argparse
 import functools
-import multiprocessing
+import multiprocessing.forkserver
 
 import cuda_stack
 cuda_stack.preload()  # pip's CUDA libraries, before CuPy loads (docs/gpu.md)
@@ -96,7 +96,8 @@ def check_args(args):
     for name, ok, expected in checks:
         if not ok:
             raise failures.JobInputError('--{} must be {}, got {}'.format(
-                name.replace('_', '-'), expected, getattr(args, name)))
+                name if name == 'val_batchsize' else name.replace('_', '-'),
+                expected, getattr(args, name)))
     with failures.flag_errors():
         return recipes.resolve(args.recipe, args.epoch, **{
             name: getattr(args, name) for name in recipes.OVERRIDES})
@@ -121,9 +122,7 @@ def train(args, recipe):
     # The loaders' forkserver starts before MPI: forks of it crash on IB.
     if args.loaderjob > 0:
         multiprocessing.set_start_method('forkserver', force=True)
-        p = multiprocessing.Process()
-        p.start()
-        p.join()
+        multiprocessing.forkserver.ensure_running()
 
     # Check the GPU stack; set up the communicator and the device
     on_gpu = args.gpu or args.device.startswith('@cupy')
@@ -167,8 +166,9 @@ def train(args, recipe):
               .format(len(train_set), len(val_set), n_class))
 
     # Set up the iterators
-    train_iter = datasets.GlobalOrderIterator(
-        train_set, args.batchsize, datasets.TrainTransform(
+    train_iter = failures.agree(
+        comm, datasets.GlobalOrderIterator, train_set, args.batchsize,
+        datasets.TrainTransform(
             args.crop_size, mean, args.resize, args.skip_bad_images),
         rank=comm.rank, n_workers=comm.size, micro_batches=args.accumulate,
         seed=args.seed, n_processes=args.loaderjob)

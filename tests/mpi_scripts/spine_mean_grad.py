@@ -6,6 +6,7 @@ import chainer.links as L
 import chainermn
 import numpy
 
+import cpu_engine
 from models import ResNet50
 
 comm = chainermn.create_communicator('naive')
@@ -15,7 +16,8 @@ x = rng.randn(per_worker * comm.size, 3, 32, 32).astype(numpy.float32)
 t = rng.randint(0, 10, len(x)).astype(numpy.int32)
 
 numpy.random.seed(1)
-model = L.Classifier(ResNet50(n_class=10))
+# The layers train_imagenet.py builds the model from on NumPy arrays.
+model = L.Classifier(ResNet50(n_class=10, layers=cpu_engine))
 optimizer = chainermn.create_multi_node_optimizer(
     chainer.optimizers.SGD(lr=0), comm)
 optimizer.setup(model)
@@ -29,7 +31,8 @@ with chainer.using_config('train', False):  # BN with fixed statistics
     optimizer.update(model, x[mine], t[mine])
     optimizer.update(model, x[mine], t[mine])  # multi-node mean gradient
 
-worst = max(numpy.linalg.norm(p.grad - single[n]) / numpy.linalg.norm(single[n])
-            for n, p in model.namedparams() if numpy.linalg.norm(single[n]) > 0)
+worst = max(
+    numpy.linalg.norm(p.grad - single[n]) / numpy.linalg.norm(single[n])
+    for n, p in model.namedparams() if numpy.linalg.norm(single[n]) > 0)
 print('rank', comm.rank, 'worst relative error', worst)
 assert worst < 1e-6, worst

@@ -5,8 +5,8 @@ import chainer
 import chainermn
 import numpy
 
+from datasets.validation import validation_shard
 from extensions import DistributedEvaluator
-from train_imagenet import validation_shard
 
 
 class Oracle(chainer.Link):
@@ -24,7 +24,7 @@ class Oracle(chainer.Link):
 comm = chainermn.create_communicator('naive')
 n = int(sys.argv[1])
 val = [(numpy.array([i], numpy.float32), numpy.int32(0)) for i in range(n)]
-shard = validation_shard(val, comm)
+shard = validation_shard(val, comm.rank, comm.size)
 it = chainer.iterators.SerialIterator(shard, 2, repeat=False, shuffle=False)
 evaluator = DistributedEvaluator(it, Oracle(), comm,
                                  chainer.dataset.concat_examples, None)

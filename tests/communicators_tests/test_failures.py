@@ -1,0 +1,143 @@
+"""communicators.failures: agreeing on bad input, and how each failure ends
+the job (one line, exit status), with stand-ins for MPI."""
+import sys
+
+import pytest
+
+from communicators import failures
+from errors import InputError
+from errors import NonFiniteGradientError
+
+
+class FakeComm(object):
+    """A ChainerMN communicator of rank ``rank`` whose ``mpi_comm.allgather``
+    returns what every rank gave: this one's, and ``others`` in rank order.
+    """
+
+    def __init__(self, rank, others):
+        self.rank = rank
+        self.mpi_comm = self
+        self.others = list(others)
+        self.gathered = []
+
+    def allgather(self, value):
+        self.gathered.append(value)
+        return self.others[:self.rank] + [value] + self.others[self.rank:]
+
+
+def test_agree_returns_the_check_when_every_worker_passes():
+    comm = FakeComm(1, [None, None])
+    assert failures.agree(comm, lambda a, b: a + b, 2, 3) == 5
+    assert comm.gathered == [None]
+
+
+def test_agree_raises_this_workers_failure_everywhere():
+    def check():
+        raise InputError('train.txt:3: label 10 out of range')
+    comm = FakeComm(0, [None])
+    with pytest.raises(failures.JobInputError,
+                       match=r'^train.txt:3: label 10 out of range$'):
+        failures.agree(comm, check)
+    assert comm.gathered == ['train.txt:3: label 10 out of range']
+
+
+def test_agree_raises_the_first_failure_of_another_worker():
+    comm = FakeComm(2, [None, 'rank 1 failed', 'rank 3 failed'])
+    with pytest.raises(failures.JobInputError, match='^rank 1 failed$'):
+        failures.agree(comm, lambda: 'fine')
+    assert issubclass(failures.JobInputError, InputError)
+
+
+def test_agree_lets_other_errors_through():
+    def check():
+        raise KeyError('bug')
+    comm = FakeComm(0, [None])
+    with pytest.raises(KeyError):
+        failures.agree(comm, check)
+
+
+class Aborted(Exception):
+    """What MPI_Abort does to a process: it does not come back."""
+
+
+class FakeWorld(object):
+
+    def __init__(self, rank):
+        self.rank = rank
+        self.aborted = None
+
+    def Abort(self, status):
+        self.aborted = status
+        raise Aborted(status)
+
+
+@pytest.fixture
+def world(monkeypatch):
+    """Rank 0 of the job, with the script's name as sys.argv[0]."""
+    monkeypatch.setattr(sys, 'argv', ['/opt/job/train_imagenet.py'])
+    fake = FakeWorld(0)
+    monkeypatch.setattr(failures, '_world', lambda: fake)
+    return fake
+
+
+def end(error, out='result/run'):
+    """Raises ``error`` inside ending_the_job; the exit status."""
+    with pytest.raises(SystemExit) as info:
+        with failures.ending_the_job(out):
+            raise error
+    return info.value.code
+
+
+def stderr_lines(capsys):
+    captured = capsys.readouterr()
+    assert captured.out == ''
+    return captured.err.splitlines()
+
+
+@pytest.mark.parametrize('rank', [0, 1])
+def test_bad_input_of_the_job_exits_2_reported_once(world, capsys, rank):
+    world.rank = rank
+    assert end(failures.JobInputError('--seed must be non-negative')) == 2
+    assert stderr_lines(capsys) == (
+        ['train_imagenet.py: error: --seed must be non-negative']
+        if rank == 0 else [])
+    assert world.aborted is None
+
+
+def test_bad_input_of_one_worker_aborts_with_2(world, capsys):
+    world.rank = 3
+    with pytest.raises(Aborted):
+        with failures.ending_the_job('out'):
+            raise InputError('a.jpg: cannot be decoded')
+    assert world.aborted == 2
+    assert stderr_lines(capsys) == [
+        'train_imagenet.py: error: worker 3: a.jpg: cannot be decoded']
+
+
+@pytest.mark.parametrize('rank', [0, 1])
+def test_divergence_exits_3_reported_once(world, capsys, rank):
+    world.rank = rank
+    error = NonFiniteGradientError(5, '/predictor/fc/W')
+    assert end(error, out='result/run') == 3
+    assert stderr_lines(capsys) == (
+        ['train_imagenet.py: error: training diverged: all-reduced gradient '
+         'has 5 non-finite element(s), the first in /predictor/fc/W; the '
+         'snapshots in result/run are untouched'] if rank == 0 else [])
+    assert world.aborted is None
+
+
+def test_anything_else_prints_the_traceback_and_aborts_with_1(world, capsys):
+    with pytest.raises(Aborted):
+        with failures.ending_the_job('out'):
+            raise ZeroDivisionError('a bug')
+    assert world.aborted == 1
+    err = capsys.readouterr().err
+    assert err.startswith('Traceback')
+    assert err.rstrip().endswith('ZeroDivisionError: a bug')
+
+
+def test_a_run_that_ends_well_is_left_alone(world, capsys):
+    with failures.ending_the_job('out'):
+        pass
+    assert world.aborted is None
+    assert capsys.readouterr() == ('', '')

@@ -1,0 +1,151 @@
+"""cpu_engine.convolution_2d against chainer.functions.convolution_2d."""
+import importlib
+
+import chainer
+import chainer.functions as F
+from chainer import gradient_check
+import numpy
+import pytest
+
+import cpu_engine
+from cpu_engine import onednn
+from cpu_engine.channel_major import pair
+from cpu_engine.convolution_2d import Convolution2DFunction
+from cpu_engine_helper import assert_same
+from cpu_engine_helper import is_channel_major
+from cpu_engine_helper import layout
+from cpu_engine_helper import run
+from cpu_engine_helper import TOL32
+
+# The package's ``convolution_2d`` is the function; this is its module.
+convolution_module = importlib.import_module('cpu_engine.convolution_2d')
+
+CASES = [
+    # (n, c, h, w, out_c, k, stride, pad)
+    (2, 3, 9, 7, 5, 3, 1, 1),     # odd sizes, 'same' 3x3
+    (2, 4, 11, 10, 6, 7, 2, 3),   # the stem: 7x7, stride 2, pad 3
+    (1, 5, 8, 9, 3, 1, 2, 0),     # strided 1x1, batch 1
+    (3, 4, 7, 7, 2, 1, 1, 0),     # plain 1x1
+    (2, 3, 6, 5, 4, 3, 2, 0),     # strided 3x3, no padding
+    (2, 3, 5, 5, 2, 1, 1, 1),     # padded 1x1
+    (2, 3, 9, 9, 4, 3, 3, 2),     # stride 3, pad 2: uncovered borders
+    (1, 2, 4, 6, 3, (2, 3), (1, 2), (1, 0)),  # rectangular everything
+]
+
+
+def onednn_or_skip(path):
+    if path.startswith('onednn') and not onednn.available():
+        pytest.skip('oneDNN is not installed')
+
+
+@pytest.mark.parametrize('case', CASES)
+@pytest.mark.parametrize('kind', ['nchw', 'channel-major', 'strided'])
+@pytest.mark.parametrize('bias', [False, True])
+@pytest.mark.parametrize('path', ['onednn', 'onednn-gemm', 'numpy',
+                                  'numpy-chunked'])
+def test_matches_chainer(case, kind, bias, path, monkeypatch):
+    onednn_or_skip(path)
+    # 'onednn': direct convolutions on every layer, however small;
+    # 'onednn-gemm': the GEMMs of im2col columns, by oneDNN's sgemm.
+    min_pixels = {'onednn': 0, 'onednn-gemm': 10 ** 9}.get(path)
+    if min_pixels is not None:
+        monkeypatch.setattr(convolution_module, 'ONEDNN_MIN_PIXELS',
+                            min_pixels)
+        monkeypatch.setattr(convolution_module, 'ONEDNN_MIN_PIXELS_1X1',
+                            min_pixels)
+    if path == 'numpy-chunked':  # one image per im2col chunk
+        monkeypatch.setattr(convolution_module, 'CHUNK_BYTES', 1)
+    monkeypatch.setattr(onednn, '_primitives', {})
+    n, c, h, w, out_c, k, stride, pad = case
+    kh, kw = pair(k)
+    rng = numpy.random.RandomState(0)
+    x = layout(rng.standard_normal((n, c, h, w)).astype(numpy.float32), kind)
+    arrays = [x, rng.standard_normal((out_c, c, kh, kw)).astype(
+        numpy.float32)]
+    if bias:
+        arrays.append(rng.standard_normal(out_c).astype(numpy.float32))
+    expected, _ = run(
+        lambda *a: F.convolution_2d(*a, stride=stride, pad=pad), arrays)
+    with chainer.using_config('cpu_onednn', path.startswith('onednn')):
+        actual, y = run(
+            lambda *a: cpu_engine.convolution_2d(*a, stride=stride, pad=pad),
+            arrays)
+    assert isinstance(y.creator, Convolution2DFunction)
+    assert is_channel_major(y.array)
+    assert is_channel_major(actual[1])
+    # Forward, backward data and backward weights: three new primitives.
+    strided_1x1 = pair(k) == (1, 1) and pair(stride) != (1, 1)
+    assert len(onednn._primitives) == (
+        3 if path == 'onednn' and not strided_1x1 else 0)
+    assert_same(expected, actual)
+
+
+@pytest.mark.parametrize('k, stride, size, expected', [
+    (3, 1, 4, True), (3, 1, 3, False), (7, 2, 8, True),
+    (1, 1, 8, True), (1, 1, 7, False), (1, 2, 16, False)])
+def test_onednn_takes_the_layers_where_it_pays(k, stride, size, expected):
+    onednn_or_skip('onednn')
+    x = numpy.zeros((2, 3, size * stride, size * stride), numpy.float32)
+    W = numpy.zeros((4, 3, k, k), numpy.float32)
+    assert convolution_module._uses_onednn(
+        x, W, (stride, stride), size, size) is expected
+    with chainer.using_config('cpu_onednn', False):
+        assert not convolution_module._uses_onednn(
+            x, W, (stride, stride), size, size)
+    assert not convolution_module._uses_onednn(
+        x.astype(numpy.float64), W, (stride, stride), size, size)
+
+
+def test_onednn_primitives_are_reused(monkeypatch):
+    onednn_or_skip('onednn')
+    monkeypatch.setattr(onednn, '_primitives', {})
+    rng = numpy.random.RandomState(3)
+    x = rng.standard_normal((2, 3, 7, 7)).astype(numpy.float32)
+    W = rng.standard_normal((4, 3, 3, 3)).astype(numpy.float32)
+    cpu_engine.convolution_2d(x, W, pad=1)
+    assert len(onednn._primitives) == 1
+    y = cpu_engine.convolution_2d(x + 1, W, pad=1)
+    assert len(onednn._primitives) == 1
+    numpy.testing.assert_allclose(
+        y.array, F.convolution_2d(x + 1, W, pad=1).array, **TOL32)
+
+
+@pytest.mark.parametrize('case', [(2, 3, 5, 4, 2, 3, 1, 1),
+                                  (1, 2, 5, 5, 3, 3, 2, 1),
+                                  (2, 3, 4, 5, 2, 1, 2, 0)])
+def test_gradient_check(case):
+    n, c, h, w, out_c, k, stride, pad = case
+    rng = numpy.random.RandomState(1)
+    x = rng.standard_normal((n, c, h, w))
+    W = rng.standard_normal((out_c, c, k, k))
+    b = rng.standard_normal(out_c)
+    y = cpu_engine.convolution_2d(x, W, b, stride, pad)
+    gy = rng.standard_normal(y.shape)
+    gradient_check.check_backward(
+        lambda *a: cpu_engine.convolution_2d(*a, stride=stride, pad=pad),
+        (x, W, b), gy, dtype=numpy.float64, atol=1e-6, rtol=1e-5)
+
+
+def test_without_input_gradient():
+    rng = numpy.random.RandomState(2)
+    x = rng.standard_normal((2, 3, 8, 8)).astype(numpy.float32)
+    W = chainer.Variable(rng.standard_normal((4, 3, 7, 7)).astype(
+        numpy.float32))
+    y = cpu_engine.convolution_2d(x, W, stride=2, pad=3)
+    F.sum(y * y).backward()
+    W0 = chainer.Variable(W.array.copy())
+    F.sum(F.convolution_2d(x, W0, stride=2, pad=3) ** 2).backward()
+    numpy.testing.assert_allclose(W.grad, W0.grad, **TOL32)
+
+
+@pytest.mark.parametrize('kwargs', [dict(groups=2), dict(dilate=2),
+                                    dict(cover_all=True)])
+def test_falls_back_to_chainer(kwargs):
+    rng = numpy.random.RandomState(3)
+    x = rng.standard_normal((2, 4, 7, 7)).astype(numpy.float32)
+    W = rng.standard_normal((4, 4 // kwargs.get('groups', 1), 3, 3)).astype(
+        numpy.float32)
+    y = cpu_engine.convolution_2d(x, W, None, 2, 1, **kwargs)
+    assert not isinstance(y.creator, Convolution2DFunction)
+    numpy.testing.assert_array_equal(
+        y.array, F.convolution_2d(x, W, None, 2, 1, **kwargs).array)

@@ -1,0 +1,39 @@
+"""cpu_engine's links are drop-ins for Chainer's."""
+import chainer
+import chainer.links as L
+import numpy
+
+import cpu_engine
+from cpu_engine_helper import TOL32
+
+
+def test_convolution_link_is_a_drop_in(tmp_path):
+    rng = numpy.random.RandomState(14)
+    x = rng.standard_normal((2, 3, 6, 6)).astype(numpy.float32)
+    theirs = L.Convolution2D(3, 4, 3, 1, 1)
+    chainer.serializers.save_npz(str(tmp_path / 'conv.npz'), theirs)
+    ours = cpu_engine.Convolution2D(3, 4, 3, 1, 1)
+    chainer.serializers.load_npz(str(tmp_path / 'conv.npz'), ours)
+    assert isinstance(ours, L.Convolution2D)
+    assert [(n, p.shape) for n, p in ours.namedparams()] == [
+        (n, p.shape) for n, p in theirs.namedparams()]
+    numpy.testing.assert_allclose(ours(x).array, theirs(x).array, **TOL32)
+    lazy = cpu_engine.Convolution2D(None, 4, 3)
+    assert lazy(x).shape == (2, 4, 4, 4) and lazy.W.shape == (4, 3, 3, 3)
+
+
+def test_batch_normalization_link_is_chainers():
+    rng = numpy.random.RandomState(9)
+    x = rng.standard_normal((4, 3, 5, 5)).astype(numpy.float32)
+    ours, theirs = cpu_engine.BatchNormalization(3), L.BatchNormalization(3)
+    assert [n for n, _ in ours.namedparams()] == [
+        n for n, _ in theirs.namedparams()]
+    assert ours._persistent == theirs._persistent
+    for _ in range(2):
+        numpy.testing.assert_allclose(ours(x).array, theirs(x).array,
+                                      **TOL32)
+    numpy.testing.assert_allclose(ours.avg_mean, theirs.avg_mean, **TOL32)
+    numpy.testing.assert_allclose(ours.avg_var, theirs.avg_var, **TOL32)
+    with chainer.using_config('train', False):
+        numpy.testing.assert_allclose(ours(x).array, theirs(x).array,
+                                      **TOL32)

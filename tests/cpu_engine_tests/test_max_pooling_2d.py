@@ -1,0 +1,50 @@
+"""cpu_engine.max_pooling_2d against chainer.functions.max_pooling_2d."""
+import chainer.functions as F
+from chainer import gradient_check
+import numpy
+import pytest
+
+import cpu_engine
+from cpu_engine.max_pooling_2d import MaxPooling2D
+from cpu_engine_helper import assert_same
+from cpu_engine_helper import is_channel_major
+from cpu_engine_helper import KERNELS
+from cpu_engine_helper import layout
+from cpu_engine_helper import run
+from cpu_engine_helper import use_kernels
+
+
+@pytest.mark.parametrize('shape,k,stride,pad,cover_all', [
+    ((2, 3, 9, 9), 3, 2, 0, True),    # the model's stem pooling
+    ((2, 3, 9, 9), 3, 2, 1, False),
+    ((1, 4, 8, 7), 2, None, 0, True),
+    ((2, 2, 7, 7), 3, 1, 1, True),
+    ((2, 3, 11, 10), 3, 2, 1, True),
+    ((4, 16, 33, 30), 3, 2, 1, False),  # split over threads
+    ((1, 2, 3, 3), 3, 2, 2, True),      # windows wholly in the padding
+])
+@pytest.mark.parametrize('kind', ['nchw', 'channel-major'])
+@pytest.mark.parametrize('kernels', KERNELS)
+def test_matches_chainer(shape, k, stride, pad, cover_all, kind, kernels,
+                         monkeypatch):
+    use_kernels(kernels, monkeypatch)
+    rng = numpy.random.RandomState(10)
+    x = rng.standard_normal(shape).astype(numpy.float32)
+    x[0, 0, :3, :3] = 1.0  # ties: the first maximum gets the gradient
+    x = layout(x, kind)
+    expected, _ = run(lambda a: F.max_pooling_2d(a, k, stride, pad,
+                                                 cover_all), [x])
+    actual, y = run(lambda a: cpu_engine.max_pooling_2d(
+        a, k, stride, pad, cover_all), [x])
+    assert isinstance(y.creator, MaxPooling2D)
+    assert is_channel_major(y.array)
+    assert_same(expected, actual, atol=0, rtol=0)
+
+
+def test_gradient_check():
+    x = numpy.random.RandomState(11).permutation(2 * 2 * 7 * 6).reshape(
+        2, 2, 7, 6).astype(numpy.float64)
+    gy = numpy.random.RandomState(12).standard_normal((2, 2, 4, 3))
+    gradient_check.check_backward(
+        lambda a: cpu_engine.max_pooling_2d(a, 3, 2, 1, False), x, gy,
+        dtype=numpy.float64, eps=1e-3, atol=1e-6, rtol=1e-5)

@@ -1,0 +1,109 @@
+"""datasets.in_memory: images decoded once give the same examples as the
+files, through the same crop, flip and normalization."""
+import numpy
+import pytest
+from PIL import Image
+
+from datasets import in_memory
+from datasets import transforms
+from errors import InputError
+
+SIDE = transforms.resize_for(32)
+
+
+@pytest.fixture
+def folders(tmp_path):
+    """Two classes of 28 px JPEGs, like the Fashion-MNIST demo."""
+    rng = numpy.random.default_rng(0)
+    for label, name in enumerate(['a_first', 'b_second']):
+        (tmp_path / name).mkdir()
+        for i in range(3):
+            pixels = rng.integers(0, 256, (28, 28), dtype=numpy.uint8)
+            Image.fromarray(pixels).convert('RGB').save(
+                str(tmp_path / name / '{}.jpg'.format(i)))
+    return tmp_path
+
+
+def test_packed_examples_match_the_files(folders, tmp_path):
+    out = str(tmp_path / 'set.npz')
+    assert in_memory.pack(str(folders), out, SIDE) == 6
+    dataset = in_memory.load(out, SIDE)
+    files, class_names = in_memory.image_list.read_class_folders(
+        str(folders))
+    assert dataset.class_names == class_names == ['a_first', 'b_second']
+    assert list(dataset.labels) == [0, 0, 0, 1, 1, 1]
+    mean = transforms.IMAGENET_MEAN
+    train = transforms.TrainTransform(32, mean)
+    train_mem = in_memory.InMemoryTrainTransform(32, mean)
+    val = transforms.ValTransform(32, mean)
+    val_mem = in_memory.InMemoryValTransform(32, mean)
+    for i in range(len(dataset)):
+        for seed in range(4):  # crops and flips of both kinds
+            x, t = train(files[i], numpy.random.default_rng([seed, i]))
+            y, u = train_mem(dataset[i], numpy.random.default_rng([seed, i]))
+            numpy.testing.assert_array_equal(x, y)
+            assert t == u
+        numpy.testing.assert_array_equal(val(files[i])[0],
+                                         val_mem(dataset[i])[0])
+
+
+def test_slices_are_datasets_of_the_same_images(folders, tmp_path):
+    out = str(tmp_path / 'set.npz')
+    in_memory.pack(str(folders), out, SIDE)
+    dataset = in_memory.load(out, SIDE)
+    part = dataset[2:5]
+    assert len(part) == 3 and list(part.labels) == [0, 1, 1]
+    numpy.testing.assert_array_equal(part[0][0], dataset[2][0])
+
+
+def test_another_crop_size_is_refused_with_the_side_it_needs(folders,
+                                                             tmp_path):
+    out = str(tmp_path / 'set.npz')
+    in_memory.pack(str(folders), out, SIDE)
+    with pytest.raises(InputError, match=r'37x37 px, this crop size needs '
+                                         r'73'):
+        in_memory.load(out, 73)
+
+
+@pytest.mark.parametrize('content', [b'not a zip', None])
+def test_a_file_that_is_not_a_packed_set_is_one_line(tmp_path, content):
+    path = tmp_path / 'bad.npz'
+    if content is None:
+        numpy.savez(str(path), images=numpy.zeros((2, 5, 5), numpy.uint8),
+                    labels=numpy.zeros(2))
+    else:
+        path.write_bytes(content)
+    with pytest.raises(InputError, match='bad.npz'):
+        in_memory.load(str(path), 5)
+
+
+def write(path, labels, class_names):
+    numpy.savez(str(path), images=numpy.zeros((len(labels), 5, 5, 3),
+                                              numpy.uint8),
+                labels=numpy.array(labels), class_names=class_names)
+    return str(path)
+
+
+def test_read_datasets_counts_classes_and_checks_labels(tmp_path):
+    train = write(tmp_path / 'train.npz', [0, 1, 2], ['a', 'b', 'c'])
+    val = write(tmp_path / 'val.npz', [2, 0], ['a', 'b', 'c'])
+    train_set, val_set, n_class = in_memory.read_datasets(train, val, 5)
+    assert (len(train_set), len(val_set), n_class) == (3, 2, 3)
+    assert in_memory.read_datasets(train, val, 5, n_class=7)[2] == 7
+    with pytest.raises(InputError, match=r'train.npz: label 2 of image 2 '
+                                         r'is out of range \[0, 2\)'):
+        in_memory.read_datasets(train, val, 5, n_class=2)
+
+
+def test_read_datasets_refuses_mixed_layouts_and_other_classes(tmp_path):
+    train = write(tmp_path / 'train.npz', [0, 1], ['a', 'b'])
+    other = write(tmp_path / 'other.npz', [0, 1], ['a', 'z'])
+    with pytest.raises(InputError, match='must be an .npz too'):
+        in_memory.read_datasets(train, str(tmp_path), 5)
+    with pytest.raises(InputError, match='other.npz: its class names'):
+        in_memory.read_datasets(train, other, 5)
+
+
+def test_missing_file_names_it(tmp_path):
+    with pytest.raises(InputError, match='none.npz: no such file'):
+        in_memory.load(str(tmp_path / 'none.npz'), SIDE)

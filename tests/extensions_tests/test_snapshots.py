@@ -1,0 +1,126 @@
+"""extensions.snapshots: atomic writes, finding the snapshot to resume from,
+and the checks that refuse a snapshot or an output directory."""
+import os
+
+import chainer
+import numpy
+import pytest
+
+from errors import InputError
+from extensions import snapshots
+
+CONFIG = dict(arch='resnet50', n_class=10, workers=2, batchsize=4)
+
+
+def configuration(**changes):
+    return snapshots.RunConfiguration(**dict(CONFIG, **changes))
+
+
+def write_snapshot(path, **changes):
+    """A snapshot file as a trainer holding ``configuration(**changes)``
+    under the name 'run_configuration' writes it."""
+    serializer = chainer.serializers.DictionarySerializer()
+    configuration(**changes).serialize(
+        serializer['extensions']['run_configuration'])
+    serializer['updater']('iteration', 7)
+    snapshots.AtomicWriter()(os.path.basename(path), os.path.dirname(path),
+                             serializer.target)
+    return path
+
+
+def snapshot_in(directory, iteration, **changes):
+    return write_snapshot(str(directory / 'snapshot_iter_{}'.format(
+        iteration)), **changes)
+
+
+def tear(path):
+    with open(path, 'r+b') as f:
+        f.truncate(os.path.getsize(path) // 2)
+
+
+def test_atomic_writer_leaves_only_the_snapshot(tmp_path):
+    path = snapshot_in(tmp_path, 3)
+    assert os.listdir(str(tmp_path)) == ['snapshot_iter_3']
+    assert snapshots.is_intact(path)
+    with numpy.load(path) as archive:
+        assert archive['extensions/run_configuration/batchsize'] == 4
+
+
+def test_no_resume_starts_afresh(tmp_path):
+    snapshot_in(tmp_path, 3)
+    assert snapshots.find_resume(None, str(tmp_path), configuration()) is None
+
+
+def test_auto_without_snapshots_starts_afresh(tmp_path):
+    assert snapshots.find_resume('auto', str(tmp_path / 'new'),
+                                 configuration()) is None
+
+
+def test_auto_takes_the_newest_intact_snapshot(tmp_path):
+    for iteration in (3, 12, 6, 20):
+        snapshot_in(tmp_path, iteration)
+    tear(str(tmp_path / 'snapshot_iter_20'))
+    (tmp_path / 'snapshot_iter_30.tmp').write_bytes(b'')  # not a snapshot
+    (tmp_path / 'snapshot_iter_x').write_bytes(b'')
+    with pytest.warns(UserWarning, match='skipping damaged snapshot .*_20'):
+        found = snapshots.find_resume('auto', str(tmp_path), configuration())
+    assert found == str(tmp_path / 'snapshot_iter_12')
+
+
+def test_auto_checks_the_configuration_too(tmp_path):
+    snapshot_in(tmp_path, 3, workers=1)
+    with pytest.raises(InputError, match='taken with workers = 1, this run '
+                       'has 2'):
+        snapshots.find_resume('auto', str(tmp_path), configuration())
+
+
+def test_a_given_snapshot_that_matches(tmp_path):
+    path = snapshot_in(tmp_path, 3)
+    assert snapshots.find_resume(path, str(tmp_path / 'elsewhere'),
+                                 configuration()) == path
+
+
+@pytest.mark.parametrize('key, value, message', [
+    ('batchsize', 8, 'batchsize = 4, this run has 8'),
+    ('n_class', 12, 'n_class = 10, this run has 12'),
+    ('arch', 'resnet101', 'arch = resnet50, this run has resnet101')])
+def test_a_snapshot_of_another_setting_is_refused(tmp_path, key, value,
+                                                  message):
+    path = snapshot_in(tmp_path, 3)
+    with pytest.raises(InputError) as info:
+        snapshots.find_resume(path, str(tmp_path),
+                              configuration(**{key: value}))
+    assert str(info.value) == (
+        '--resume {}: the snapshot was taken with {}; resume with the same '
+        'setting or start a new --out'.format(path, message))
+
+
+def test_a_missing_damaged_or_foreign_file_is_refused(tmp_path):
+    missing = str(tmp_path / 'nope')
+    with pytest.raises(InputError, match='--resume .*nope: no such file'):
+        snapshots.find_resume(missing, str(tmp_path), configuration())
+    torn = snapshot_in(tmp_path, 5)
+    tear(torn)
+    with pytest.raises(InputError, match='damaged or incomplete snapshot'):
+        snapshots.find_resume(torn, str(tmp_path), configuration())
+    foreign = str(tmp_path / 'weights.npz')
+    numpy.savez(foreign, w=numpy.zeros(3))
+    with pytest.raises(InputError, match='not a snapshot of this trainer'):
+        snapshots.find_resume(foreign, str(tmp_path), configuration())
+
+
+def test_check_writable_creates_the_directory(tmp_path):
+    out = tmp_path / 'a' / 'b'
+    snapshots.check_writable(str(out))
+    assert out.is_dir() and os.listdir(str(out)) == []
+
+
+def test_check_writable_refuses_a_path_under_a_file(tmp_path):
+    blocker = tmp_path / 'file'
+    blocker.write_text('')
+    out = str(blocker / 'out')
+    with pytest.raises(InputError) as info:
+        snapshots.check_writable(out)
+    message = str(info.value)
+    assert message.startswith('--out {}: not writable ('.format(out))
+    assert '\n' not in message

@@ -1,0 +1,117 @@
+"""Bad input ends the run with one line naming what was wrong."""
+import os
+import subprocess
+import sys
+
+import pytest
+from PIL import Image
+
+from conftest import REPO
+
+
+def run_script(*args):
+    """``train_imagenet.py args...`` in one process: its one error line."""
+    proc = subprocess.run(
+        [sys.executable, os.path.join(REPO, 'train_imagenet.py')] +
+        list(args), capture_output=True, text=True, timeout=60, cwd=REPO,
+        env=dict(os.environ, PYTHONPATH=REPO))
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert 'Traceback' not in proc.stderr
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith('train_imagenet.py: error: '), lines[0]
+    return lines[0]
+
+
+def train(*args):
+    """As :func:`run_script`, loading images in the process."""
+    return run_script(*(args + ('--loaderjob', '0')))
+
+
+@pytest.fixture
+def images(tmp_path):
+    for i in range(4):
+        Image.new('RGB', (40, 40)).save(str(tmp_path / '{}.jpg'.format(i)))
+    return tmp_path
+
+
+def listing(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_list_line_without_label(images):
+    bad = listing(images, 'train.txt', '0.jpg 1\n1.jpg\n')
+    msg = train(bad, bad, '--root', str(images))
+    assert 'train.txt:2' in msg
+    assert 'expected "<image path> <integer label>"' in msg
+
+
+def test_image_that_does_not_exist(images):
+    bad = listing(images, 'train.txt', '0.jpg 1\nmissing.jpg 0\n')
+    msg = train(bad, bad, '--root', str(images))
+    assert 'train.txt:2' in msg and 'missing.jpg does not exist' in msg
+
+
+def test_dataset_path_that_does_not_exist(tmp_path):
+    msg = train(str(tmp_path / 'nope.txt'), str(tmp_path / 'nope.txt'))
+    assert 'nope.txt: no such file' in msg
+
+
+def test_label_out_of_range(images):
+    good = listing(images, 'train.txt', '0.jpg 1\n1.jpg 2\n')
+    bad = listing(images, 'val.txt', '2.jpg 1\n3.jpg 10\n')
+    msg = train(good, bad, '--root', str(images), '--n-class', '10')
+    assert 'val.txt' in msg and 'label 10' in msg
+    assert 'out of range [0, 10)' in msg
+
+
+def test_empty_dataset(images):
+    empty = listing(images, 'train.txt', '\n')
+    msg = train(empty, empty, '--root', str(images))
+    assert 'train.txt: no images listed' in msg
+
+
+def test_empty_class_folders(tmp_path):
+    os.makedirs(str(tmp_path / 'train' / 'a'))
+    msg = train(str(tmp_path / 'train'), str(tmp_path / 'train'))
+    assert 'no images found' in msg
+
+
+@pytest.mark.parametrize('flag', ['--batchsize', '--val_batchsize', '--epoch'])
+def test_non_positive_sizes(flag):
+    msg = train('--demo', flag, '0')
+    assert '{} must be positive, got 0'.format(flag) in msg
+
+
+@pytest.mark.parametrize('flags, expected', [
+    (['--seed', '-5'], '--seed must be in [0, 2**32), got -5'),
+    (['--seed', '4294967296'], '--seed must be in [0, 2**32), got 4294967296'),
+    (['--loaderjob', '-1'], '--loaderjob must be non-negative, got -1'),
+    (['--momentum', '1.5'], '--momentum must be in [0, 1), got 1.5'),
+    (['--recipe', 'sgd', '--mu2', '0.9'],
+     '--mu2 must be unset unless the optimizer is rmsprop-warmup, got 0.9'),
+    (['--width', '0'], '--width must be positive, got 0'),
+    (['--crop-size', '16'], '--crop-size must be at least 32'),
+])
+def test_flags_out_of_range(flags, expected):
+    assert expected in run_script('--demo', *flags)
+
+
+def test_nccl_communicator_on_cpu():
+    msg = train('--demo', '--communicator', 'pure_nccl')
+    assert '--communicator pure_nccl' in msg and 'needs GPUs' in msg
+
+
+def test_unknown_communicator():
+    msg = train('--demo', '--communicator', 'carrier_pigeon')
+    assert '--communicator carrier_pigeon' in msg
+
+
+def test_every_worker_stops_on_bad_input_and_reports_once(mpirun, images):
+    bad = listing(images, 'train.txt', '0.jpg x\n')
+    proc = mpirun(2, ['train_imagenet.py', bad, bad, '--root', str(images)],
+                  check=False, timeout=60)
+    assert proc.returncode != 0
+    assert proc.stderr.count('label \'x\' is not an integer') == 1

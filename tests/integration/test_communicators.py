@@ -1,0 +1,13 @@
+"""Float16 gradient all-reduce: `mpiexec` jobs on 2, 3 and 4 CPU workers."""
+import pytest
+
+CHECKS = ['ok mean', 'ok large', 'ok non-finite nan', 'ok non-finite inf',
+          'ok optimizer', 'ok zero_fill', 'ok api', 'ok factory']
+
+
+@pytest.mark.parametrize('n_workers', [2, 3, 4])
+def test_mpi_fp16_mean_range_and_non_finite_check(mpirun, n_workers):
+    proc = mpirun(n_workers, ['tests/mpi_scripts/comm_fp16_mean.py'])
+    lines = proc.stdout.splitlines()
+    for check in CHECKS:
+        assert lines.count(check) == n_workers, (check, proc.stdout)

@@ -1,0 +1,232 @@
+"""Kill-and-resume, the divergence guard, worker failure and bad input."""
+import json
+import os
+import signal
+import subprocess
+import time
+import zipfile
+
+import numpy
+import pytest
+from PIL import Image
+
+from conftest import mpi_command, REPO, run_mpi
+
+SMALL = ['train_imagenet.py', '--demo', '--batchsize', '4', '--loaderjob',
+         '0', '--log-interval', '1', '--val_batchsize', '50']
+TIMING = ('elapsed_time', 'images/s')
+
+
+def read_log(out):
+    with open(os.path.join(out, 'log')) as f:
+        return [{k: v for k, v in entry.items() if k not in TIMING}
+                for entry in json.load(f)]
+
+
+def snapshot_params(path):
+    with numpy.load(path) as snapshot:
+        return {k: snapshot[k] for k in snapshot.files
+                if k.startswith('updater/model:main/')}
+
+
+def wait_for_log(out, iterations, proc, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            if len(read_log(out)) >= iterations:
+                return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    raise AssertionError('run did not reach iteration {}'.format(iterations))
+
+
+def worker_pids(out, launcher_pid):
+    found = subprocess.run(['pgrep', '-f', '--', '--out ' + out],
+                           capture_output=True, text=True).stdout.split()
+    return [int(p) for p in found if int(p) != launcher_pid]
+
+
+def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path):
+    args = SMALL + ['--iterations', '12', '--snapshot-iterations', '3']
+    ref = str(tmp_path / 'ref')
+    run_mpi(2, args + ['--out', ref])
+
+    out = str(tmp_path / 'killed')
+    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=REPO)
+    proc = subprocess.Popen(mpi_command(2, args + ['--out', out]), cwd=REPO,
+                            env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    kill_at = numpy.random.RandomState().randint(4, 10)
+    wait_for_log(out, kill_at, proc)
+    os.kill(worker_pids(out, proc.pid)[0], signal.SIGKILL)
+    start = time.time()
+    proc.wait(timeout=60)
+    assert proc.returncode != 0
+    assert time.time() - start < 30  # the job ends, no worker hangs
+
+    # What a kill in the middle of a snapshot write could leave behind.
+    newest = max(int(f.rsplit('_', 1)[1]) for f in os.listdir(out)
+                 if f.startswith('snapshot_iter_'))
+    with open(os.path.join(out, 'snapshot_iter_{}'.format(newest)), 'rb') as f:
+        head = f.read(1000)
+    with open(os.path.join(out, 'snapshot_iter_99'), 'wb') as f:
+        f.write(head)  # a torn file under a snapshot name
+    with open(os.path.join(out, '.snapshot_iter_100.tmp1'), 'wb') as f:
+        f.write(head)
+
+    resumed = run_mpi(2, args + ['--out', out, '--resume', 'auto'])
+    assert 'skipping damaged snapshot' in resumed.stderr
+    assert 'resuming from {}'.format(
+        os.path.join(out, 'snapshot_iter_{}'.format(newest))) in resumed.stdout
+    assert read_log(out) == read_log(ref)
+    final, expected = (snapshot_params(os.path.join(d, 'snapshot_iter_12'))
+                       for d in (out, ref))
+    assert final.keys() == expected.keys() and len(final) > 100
+    for key in expected:
+        assert (final[key] == expected[key]).all(), key
+
+
+def test_divergence_stops_and_leaves_the_last_snapshot_loadable(tmp_path):
+    out = str(tmp_path / 'out')
+    args = SMALL + ['--recipe', 'sgd', '--lr', '1e30',
+                    '--snapshot-iterations', '1', '--out', out]
+    proc = run_mpi(2, args + ['--iterations', '6'], check=False)
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines()
+             if 'error' in line]
+    assert len(lines) == 1, proc.stderr
+    assert 'training diverged: all-reduced gradient has' in lines[0]
+    assert 'non-finite element(s)' in lines[0]
+    diverged_at = int(lines[0].split('at iteration ')[1].split(';')[0])
+    snapshots = sorted(f for f in os.listdir(out)
+                       if f.startswith('snapshot_iter_'))
+    assert snapshots[-1] == 'snapshot_iter_{}'.format(diverged_at - 1)
+    for value in snapshot_params(os.path.join(out, snapshots[-1])).values():
+        assert numpy.isfinite(value).all()
+    # The trainer loads it (and, having reached --iterations, stops).
+    resumed = run_mpi(2, args + ['--resume', 'auto', '--iterations',
+                                 str(diverged_at - 1)])
+    assert 'resuming from ' + os.path.join(out, snapshots[-1]) in \
+        resumed.stdout
+
+
+def test_skip_policy_counts_skipped_updates(tmp_path):
+    out = str(tmp_path / 'out')
+    run_mpi(2, SMALL + ['--recipe', 'sgd', '--iterations', '4', '--lr',
+                        '1e30', '--on-non-finite', 'skip', '--out', out])
+    skipped = [e['skipped_updates'] for e in read_log(out)]
+    assert skipped[0] == 0 and skipped[-1] >= 2
+    assert skipped == sorted(skipped)
+
+
+def test_a_worker_that_raises_ends_the_job(tmp_path):
+    train = tmp_path / 'train' / 'a'
+    os.makedirs(str(train))
+    for i in range(8):
+        Image.new('RGB', (36, 36), (i, i, i)).save(
+            str(train / '{}.jpg'.format(i)))
+    with open(str(train / '3.jpg'), 'r+b') as f:  # truncate one JPEG
+        f.truncate(300)
+    out = str(tmp_path / 'out')
+    start = time.time()
+    proc = run_mpi(2, ['train_imagenet.py', str(tmp_path / 'train'),
+                       str(tmp_path / 'train'), '--batchsize', '4',
+                       '--crop-size', '32', '--loaderjob', '1',
+                       '--iterations', '4', '--out', out], check=False,
+                   timeout=120)
+    assert proc.returncode != 0
+    assert time.time() - start < 90
+    assert 'Traceback' not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines()
+              if 'error:' in line]
+    assert len(errors) == 1, proc.stderr
+    assert '3.jpg: cannot be decoded' in errors[0]
+    assert '--skip-bad-images' in errors[0]
+
+    skipped = run_mpi(2, ['train_imagenet.py', str(tmp_path / 'train'),
+                          str(tmp_path / 'train'), '--batchsize', '4',
+                          '--crop-size', '32', '--loaderjob', '1',
+                          '--iterations', '4', '--log-interval', '1',
+                          '--skip-bad-images', '--out', out])
+    assert max(e.get('skipped_images', 0) for e in read_log(out)) >= 1
+    assert 'Traceback' not in skipped.stderr
+
+
+def one_line_error(args, cwd=REPO):
+    proc = run_mpi(1, args, check=False, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and 'Traceback' not in proc.stderr, proc.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope='module')
+def demo_snapshot(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp('snap'))
+    run_mpi(1, SMALL + ['--iterations', '1', '--snapshot-iterations', '1',
+                        '--out', out])
+    return os.path.join(out, 'snapshot_iter_1')
+
+
+def test_resume_with_another_setting_is_refused(demo_snapshot):
+    with open(demo_snapshot, 'rb') as f:
+        before = f.read()
+    for flags, key in ((['--n-class', '12'], 'n_class = 10'),
+                       (['--batchsize', '8'], 'batchsize = 4'),
+                       (['--accumulate', '2'], 'accumulate = 1'),
+                       (['--bn-stats', 'moving-average'],
+                        'bn_stats = final-batch')):
+        args = SMALL + ['--iterations', '2', '--resume', demo_snapshot,
+                        '--out', os.path.dirname(demo_snapshot)] + flags
+        msg = one_line_error(args)
+        assert '--resume {}: the snapshot was taken with {}'.format(
+            demo_snapshot, key) in msg
+    with open(demo_snapshot, 'rb') as f:
+        assert f.read() == before  # nothing written before is lost
+
+
+def test_resume_with_another_worker_count_is_refused(demo_snapshot, tmp_path):
+    proc = run_mpi(2, SMALL + ['--iterations', '2', '--resume', demo_snapshot,
+                               '--out', str(tmp_path)], check=False)
+    assert proc.returncode != 0
+    assert proc.stderr.count('the snapshot was taken with workers = 1, this '
+                             'run has 2') == 1
+
+
+def test_resume_from_a_damaged_or_foreign_file_is_refused(tmp_path):
+    torn = tmp_path / 'snapshot_iter_5'
+    torn.write_bytes(b'PK\x03\x04 torn')
+    assert 'damaged or incomplete snapshot' in one_line_error(
+        SMALL + ['--resume', str(torn), '--out', str(tmp_path)])
+    foreign = str(tmp_path / 'weights.npz')
+    numpy.savez(foreign, w=numpy.zeros(3))
+    assert zipfile.is_zipfile(foreign)
+    assert 'not a snapshot of this trainer' in one_line_error(
+        SMALL + ['--resume', foreign, '--out', str(tmp_path)])
+
+
+def test_unwritable_output_directory(tmp_path):
+    blocker = tmp_path / 'file'
+    blocker.write_text('')
+    msg = one_line_error(SMALL + ['--out', str(blocker / 'out')])
+    assert '--out {}: not writable'.format(blocker / 'out') in msg
+
+
+def test_per_worker_batch_larger_than_its_shard(tmp_path):
+    train = tmp_path / 'train' / 'a'
+    os.makedirs(str(train))
+    for i in range(5):
+        Image.new('RGB', (36, 36)).save(str(train / '{}.jpg'.format(i)))
+    msg = one_line_error(['train_imagenet.py', str(tmp_path / 'train'),
+                          str(tmp_path / 'train'), '--batchsize', '8',
+                          '--crop-size', '32', '--out', str(tmp_path / 'o')])
+    assert 'larger than the training set (5 images)' in msg
+
+
+def test_mean_file_of_the_wrong_shape(tmp_path):
+    mean = str(tmp_path / 'mean.npy')
+    numpy.save(mean, numpy.zeros((3, 224, 224)))
+    msg = one_line_error(SMALL + ['--mean', mean, '--out', str(tmp_path)])
+    assert '--mean {}: shape (3, 224, 224) is neither (3,) nor (3, 37, 37)'\
+        .format(mean) in msg
