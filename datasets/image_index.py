@@ -19,6 +19,33 @@ import numpy
 
 #: Shared-memory names start with this and the creating process's id.
 SEGMENT_PREFIX = 'image_index_'
+_SHM_DIR = '/dev/shm'
+
+
+def remove_stale_segments():
+    """Unlink the segments of processes that no longer exist.
+
+    A job that is killed (SIGKILL, or MPI_Abort taking the whole process
+    tree) cannot unlink its segments; the next index made on the node
+    removes them, so a killed run leaks its index only until the next one.
+    """
+    try:
+        names = os.listdir(_SHM_DIR)
+    except OSError:  # no /dev/shm: not Linux
+        return
+    for name in names:
+        pid = name[len(SEGMENT_PREFIX):].split('_')[0]
+        if not name.startswith(SEGMENT_PREFIX) or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            try:
+                os.remove(os.path.join(_SHM_DIR, name))
+            except OSError:
+                pass
+        except PermissionError:  # alive, another user's
+            pass
 
 
 class _Segment(object):
@@ -35,6 +62,7 @@ class _Segment(object):
         self.blob_size = blob_size
         owner = name is None
         if owner:
+            remove_stale_segments()
             name = '{}{}_{}'.format(SEGMENT_PREFIX, os.getpid(),
                                     secrets.token_hex(6))
         shm = shared_memory.SharedMemory(

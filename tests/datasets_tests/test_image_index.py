@@ -140,3 +140,25 @@ def test_exit_without_cleanup_leaves_no_segment():
     assert proc.stdout.startswith(SEGMENT_PREFIX)
     assert not os.path.exists('/dev/shm/' + proc.stdout.strip())
     assert 'leaked' not in proc.stderr
+
+
+def test_segments_of_dead_processes_are_removed_by_the_next_index(
+        tmp_path):
+    dead = subprocess.run([sys.executable, '-c', 'import os; '
+                           'print(os.getpid())'], capture_output=True,
+                          text=True, check=True)
+    stale = os.path.join('/dev/shm', '{}{}_feed'.format(
+        SEGMENT_PREFIX, dead.stdout.strip()))
+    mine = os.path.join('/dev/shm', '{}{}_beef'.format(
+        SEGMENT_PREFIX, os.getpid()))
+    for path in (stale, mine):
+        with open(path, 'wb') as f:
+            f.write(b'x')
+    try:
+        ImageIndex('.', [('a.jpg', 1)])
+        assert not os.path.exists(stale)
+        assert os.path.exists(mine)  # this process is alive
+    finally:
+        for path in (stale, mine):
+            if os.path.exists(path):
+                os.remove(path)
