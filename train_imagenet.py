@@ -36,8 +36,8 @@ import updaters
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     add = parser.add_argument
-    add('train', nargs='?', help='training list file or class folders')
-    add('val', nargs='?', help='validation list file or class folders')
+    add('train', nargs='?', help='list file, class folders or decoded .npz')
+    add('val', nargs='?', help='validation set, in the same form')
     add('--demo', action='store_true', help='train on the embedded dataset')
     add('--root', default='.', help='root of the paths in list files')
     add('--arch', '-a', choices=sorted(models.archs), default='resnet50')
@@ -143,8 +143,8 @@ def train(args, recipe):
 
     # Read and check the datasets (on rank 0), the mean and the snapshot
     def read_inputs():
-        train, val, n_class = datasets.load_index(
-            comm, args.train, args.val, args.root, args.n_class)
+        train, val, n_class = datasets.load_datasets(
+            comm, args.train, args.val, args.root, args.n_class, args.resize)
         config = snapshots.RunConfiguration(
             arch=args.arch, width=args.width, n_class=n_class,
             bn_stats=args.bn_stats, workers=comm.size,

@@ -24,7 +24,9 @@ and a markdown page.
     python -m benchmarks.large_batch_study [--out DIR] [--jobs 2] [--quick]
 
 The images come from Debian's ``dataset-fashion-mnist`` (``apt-get install
-dataset-fashion-mnist``), read with ``datasets.make_demo``.
+dataset-fashion-mnist``), read with ``datasets.make_demo``. Its results are
+in docs/large_batch_study_subset.md; ``benchmarks.paper_regime_study`` asks
+the same question in the paper's regime (docs/large_batch_study.md).
 """
 import argparse
 import collections
@@ -364,8 +366,8 @@ def write_report(plan, results, page, figure):
         '## Plan',
         '',
         '- training subset: {} Fashion-MNIST training images ({} per class); '
-        'test set: {} images'.format(plan.n_train, plan.train_per_class,
-                                      10 * plan.val_per_class),
+        'test set: {} images'.format(
+            plan.n_train, plan.train_per_class, 10 * plan.val_per_class),
         '- ResNet-50 at width x{} ({} px crops), {} images per BN batch '
         '(one virtual worker)'.format(plan.width, plan.crop_size,
                                       plan.bn_batch),
@@ -429,8 +431,8 @@ def parse_args(argv=None):
                         help='write the page from the finished runs only')
     parser.add_argument('--epochs', type=int,
                         help='epoch budget of every run (default: {} for the '
-                             'study, {} with --quick)'.format(FULL.epochs,
-                                                             QUICK.epochs))
+                             'study, {} with --quick)'.format(
+                                 FULL.epochs, QUICK.epochs))
     parser.add_argument('--seeds', type=int,
                         help='seeds per configuration (default: {}; 1 with '
                              '--quick)'.format(FULL.seeds))

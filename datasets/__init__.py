@@ -2,6 +2,7 @@
 from errors import InputError  # NOQA
 from datasets.global_order_iterator import GlobalOrderIterator  # NOQA
 from datasets.broadcast import broadcast_index  # NOQA
+from datasets.broadcast import load_datasets  # NOQA
 from datasets.broadcast import load_index  # NOQA
 from datasets.image_index import ImageIndex  # NOQA
 from datasets.image_list import check_labels  # NOQA

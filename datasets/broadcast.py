@@ -9,6 +9,7 @@ not as a pickled list of tuples.
 import functools
 import time
 
+from datasets import in_memory
 from datasets.image_index import ImageIndex
 from datasets.image_list import read_datasets
 from errors import InputError
@@ -54,6 +55,16 @@ def broadcast_index(comm, read, root=0):
             head = index
         items.append(head)
     return tuple(items)
+
+
+def load_datasets(comm, train, val, root='.', n_class=None, side=None):
+    """``(train, val, n_class)``: from ``.npz`` files of decoded images
+    (:mod:`datasets.in_memory`, ``side`` pixels; every rank reads its own
+    copy, one file read), else :func:`load_index` of list files or class
+    folders."""
+    if train.endswith('.npz'):
+        return in_memory.read_datasets(train, val, side, n_class)
+    return load_index(comm, train, val, root, n_class)
 
 
 def load_index(comm, train, val, root='.', n_class=None):

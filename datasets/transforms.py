@@ -57,7 +57,10 @@ class _CropTransform(object):
         self.scaled_mean = self.mean * self.scale
 
     def _load(self, path):
-        """The resized image, or None for an undecodable one when skipping."""
+        """The resized image, or None for an undecodable one when skipping;
+        an image decoded already (:mod:`datasets.in_memory`) as it is."""
+        if isinstance(path, numpy.ndarray):
+            return path
         try:
             return load_square(path, self.resize)
         except InputError:

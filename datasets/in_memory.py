@@ -1,0 +1,149 @@
+"""A small dataset decoded once and kept in memory as uint8 arrays.
+
+Decoding and resizing a JPEG costs far more than the crop, flip and scaling
+of a 32 px image, and on a small dataset it is the same work every epoch.
+:func:`pack` decodes every image once with
+:func:`datasets.decoding.load_square`, at the side the transforms crop from,
+into an ``.npz`` of ``images`` (N, side, side, 3) uint8, ``labels`` (N,)
+int32 and ``class_names``; :func:`load` reads it back (every worker reads
+its own copy: it is a file read, not a directory walk). The transforms here
+are those of :mod:`datasets.transforms` without the decoding: the same crop
+and flip from the same per-sample generator, so a run sees the same
+minibatches from the ``.npz`` as from the image files.
+
+    python -m datasets.in_memory DATASET OUT.npz [--crop-size 32] [--root R]
+"""
+import argparse
+import os
+import zipfile
+
+import numpy
+
+from datasets import image_list
+from datasets.decoding import load_square
+from datasets.transforms import resize_for
+from errors import InputError
+
+
+class InMemoryDataset(object):
+    """``(image, label)`` examples: a (side, side, 3) uint8 image and an
+    int label. Slices are views."""
+
+    def __init__(self, images, labels, class_names=()):
+        self.images = images
+        self._labels = labels
+        self.class_names = list(class_names)
+
+    def __len__(self):
+        return len(self._labels)
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            return InMemoryDataset(self.images[key], self._labels[key],
+                                   self.class_names)
+        return self.images[key], int(self._labels[key])
+
+    @property
+    def labels(self):
+        """A copy of the labels, as an ``int32`` array."""
+        return self._labels.astype(numpy.int32)
+
+    @property
+    def side(self):
+        return self.images.shape[1]
+
+
+def pack(path, out, side, root='.'):
+    """Decode the list file or class folders ``path`` at ``side`` px into
+    the ``.npz`` ``out`` (one array each: the whole set is held in memory);
+    return the number of images."""
+    if os.path.isdir(path):
+        pairs, class_names = image_list.read_class_folders(path)
+    else:
+        pairs, class_names = image_list.read_list_file(path, root), []
+    images = numpy.empty((len(pairs), side, side, 3), numpy.uint8)
+    labels = numpy.empty(len(pairs), numpy.int32)
+    for i in range(len(pairs)):
+        image_path, labels[i] = pairs[i]
+        images[i] = load_square(image_path, side)
+    partial = out + '.partial.npz'
+    numpy.savez(partial, images=images, labels=labels,
+                class_names=numpy.array(class_names, dtype=str))
+    os.replace(partial, out)
+    return len(pairs)
+
+
+def load(path, side):
+    """The :class:`InMemoryDataset` of the ``.npz`` ``path``, checked to
+    hold ``side`` px images (the resized side of the crop size)."""
+    if not os.path.isfile(path):
+        raise InputError('dataset {}: no such file'.format(path))
+    try:
+        with numpy.load(path) as npz:
+            images, labels = npz['images'], npz['labels']
+            class_names = npz['class_names'].tolist() \
+                if 'class_names' in npz.files else []
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
+        raise InputError('dataset {}: not an .npz of images and labels, as '
+                         'python -m datasets.in_memory writes ({})'
+                         .format(path, e))
+    if images.dtype != numpy.uint8 or images.ndim != 4 \
+            or images.shape[3] != 3 or len(labels) != len(images):
+        raise InputError('dataset {}: expected uint8 images (N, side, side, '
+                         '3) and N labels, got {} {} and {} labels'.format(
+                             path, images.dtype, images.shape, len(labels)))
+    if images.shape[1:3] != (side, side):
+        raise InputError(
+            'dataset {}: images are {}x{} px, this crop size needs {} (pack '
+            'it again with the same --crop-size)'.format(
+                path, images.shape[1], images.shape[2], side))
+    return InMemoryDataset(images, labels, class_names)
+
+
+def read_datasets(train, val, side, n_class=None):
+    """The training and validation ``.npz`` and the number of classes,
+    checked as :func:`datasets.image_list.read_datasets` checks its layouts.
+
+    ``n_class`` None is the number of the training set's class names (1000
+    without names, as for list files).
+    """
+    if not val.endswith('.npz'):
+        raise InputError('dataset {}: the validation set must be an .npz '
+                         'too, as the training set {} is'.format(val, train))
+    train_set, val_set = load(train, side), load(val, side)
+    if val_set.class_names and val_set.class_names != train_set.class_names:
+        raise InputError('dataset {}: its class names are not those of {}'
+                         .format(val, train))
+    n_class = n_class or len(train_set.class_names) or 1000
+    for path, dataset in ((train, train_set), (val, val_set)):
+        labels = dataset.labels
+        bad = numpy.flatnonzero((labels < 0) | (labels >= n_class))
+        if len(bad):
+            raise InputError('dataset {}: label {} of image {} is out of '
+                             'range [0, {})'.format(path, labels[bad[0]],
+                                                    bad[0], n_class))
+    return train_set, val_set, n_class
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('dataset', help='list file or class folders')
+    parser.add_argument('out', help='.npz to write')
+    parser.add_argument('--crop-size', type=int, default=32,
+                        help='crop side the images are decoded for '
+                             '(resized to crop-size x 256 / 224)')
+    parser.add_argument('--root', default='.',
+                        help='root of the paths in a list file')
+    args = parser.parse_args(argv)
+    if not args.out.endswith('.npz'):
+        parser.error('OUT must end with .npz, got {}'.format(args.out))
+    try:
+        n = pack(args.dataset, args.out, resize_for(args.crop_size),
+                 args.root)
+    except InputError as e:
+        parser.exit(2, 'in_memory: {}\n'.format(e))
+    print('wrote {} images to {}'.format(n, args.out))
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,132 @@
+"""benchmarks.paper_regime_study: the regime, the runs and their arguments,
+the choice of the reference lr, skipping finished runs and the page;
+tests/integration runs the quick study."""
+import json
+import os
+
+import pytest
+
+from benchmarks import paper_regime_study as study
+
+
+def value_of(args, flag):
+    return args[args.index(flag) + 1]
+
+
+def test_full_plan_is_the_papers_regime_on_the_whole_set():
+    plan = study.FULL
+    assert plan.n_train == 60000 and plan.val_per_class == 1000
+    assert plan.k == 128
+    large = plan.b_ref * plan.k
+    assert 0.02 <= large / plan.n_train <= 0.035
+    assert large % plan.bn_batch == 0
+    assert all(plan.b_ref * k % plan.bn_batch == 0 for k in plan.sweep_ks)
+    assert plan.seeds >= 3 and plan.sweep_seeds >= 2
+
+
+def test_each_ablation_changes_one_thing_against_akiba2017():
+    akiba = study.CONFIG['akiba2017']
+    ablations = [c for c in study.CONFIGS if c.name.startswith('no-')]
+    assert len(ablations) == 4
+    for config in ablations:
+        assert config.flags[:2] == akiba.flags and len(config.flags) == 4
+
+
+def test_study_runs_scale_the_reference_lr_linearly():
+    plan = study.FULL
+    runs = study.study_runs(plan, 0.02)
+    assert len(runs) == (plan.seeds * len(study.CONFIGS) + plan.sweep_seeds
+                         * len(plan.sweep_ks) * 4)
+    assert len({run.name for run in runs}) == len(runs)
+    for run in runs:
+        assert run.lr == pytest.approx(0.02 * run.k)
+        assert run.k == (1 if run.config.name == 'reference' else run.k)
+        assert run.epochs == plan.epochs
+    # seed 0 of every configuration at k comes first
+    assert [r.k for r in runs[:len(study.CONFIGS)]] == [1] + [128] * 8
+
+
+def test_train_args_use_virtual_workers_and_the_scaled_schedule():
+    plan = study.FULL
+    runs = {run.name: run for run in study.study_runs(plan, 0.02)}
+    large = study.train_args(runs['akiba2017-k128-seed2'], plan, 'T', 'V',
+                             'O')
+    assert {flag: value_of(large, flag) for flag in (
+        '--batchsize', '--accumulate', '--seed', '--lr', '--epoch',
+        '--val-interval', '--resume')} == {
+        '--batchsize': '32', '--accumulate': '48', '--seed': '2',
+        '--lr': '2.56', '--epoch': '7', '--val-interval': '1',
+        '--resume': 'auto'}
+    assert '--scale-schedule' in large
+    reference = study.train_args(runs['reference-seed0'], plan, 'T', 'V',
+                                 'O')
+    assert value_of(reference, '--batchsize') == '12'
+    assert value_of(reference, '--accumulate') == '1'
+    assert value_of(reference, '--bn-stats') == 'moving-average'
+    ablation = study.train_args(runs['no-slow-start-k128-seed0'], plan, 'T',
+                                'V', 'O')
+    assert value_of(ablation, '--val-interval') == '7'  # at the end only
+
+
+def test_peak_lr_follows_the_schedule():
+    plan = study.FULL
+    runs = {run.name: run for run in study.study_runs(plan, 0.02)}
+    assert study.peak_lr(runs['akiba2017-k128-seed0'], plan) == \
+        pytest.approx(0.5 * 2.56)  # slow-start's first step
+    assert study.peak_lr(runs['goyal2017-k128-seed0'], plan) == \
+        pytest.approx(2.56)
+
+
+def result(name, lr, top1, stage='lr-sweep', diverged=False):
+    return dict(name=name, stage=stage, config='reference', k=1, lr=lr,
+                top1=None if diverged else top1, diverged=diverged)
+
+
+def test_the_reference_lr_is_the_best_swept_one_once_all_finished():
+    plan = study.FULL._replace(lrs=(0.005, 0.01, 0.02, 0.04))
+    rows = [result('a', 0.005, 0.80), result('b', 0.01, 0.85),
+            result('c', 0.02, None, diverged=True)]
+    assert study.choose_lr(rows, plan) is None
+    rows.append(result('d', 0.04, 0.83))
+    assert study.choose_lr(rows, plan) == 0.01
+
+
+def test_a_run_with_a_stored_result_is_not_trained(tmp_path):
+    plan = study.QUICK
+    run = study.sweep_runs(plan)[0]
+    path = study.result_path(str(tmp_path / 'results'), run.name)
+    os.makedirs(os.path.dirname(path))
+    with open(path, 'w') as f:
+        json.dump({'name': run.name, 'top1': 0.5}, f)
+    assert study.run_one(run, plan, ('T', 'V'), str(tmp_path / 'out'),
+                         str(tmp_path / 'results'), 'no-trainer') == {
+        'name': run.name, 'top1': 0.5}
+    assert not os.path.exists(tmp_path / 'out')
+
+
+def test_another_plan_in_the_same_results_is_refused(tmp_path):
+    study.check_plan(str(tmp_path), study.QUICK)
+    study.check_plan(str(tmp_path), study.QUICK._replace(seeds=5))
+    with pytest.raises(SystemExit, match='another plan'):
+        study.check_plan(str(tmp_path), study.QUICK._replace(epochs=3))
+
+
+def test_the_page_keeps_its_text_around_the_generated_block(tmp_path):
+    results = str(tmp_path / 'results')
+    study.check_plan(results, study.QUICK)
+    page = str(tmp_path / 'page.md')
+    with open(page, 'w') as f:
+        f.write('# Title\n\n{}\nold\n{}\n\n## Reading\n'.format(
+            study.BEGIN, study.END))
+    study.write_page(study.QUICK, results, page)
+    text = open(page).read()
+    assert text.startswith('# Title\n') and text.endswith('## Reading\n')
+    assert 'old' not in text and '0 of 15 runs finished' in text
+    with open(os.path.join(results, 'results.json')) as f:
+        assert json.load(f)['runs'] == []
+
+
+def test_missing_fashion_mnist_says_how_to_install_it(tmp_path):
+    with pytest.raises(SystemExit, match='apt-get install dataset-fashion'):
+        study.prepare_data(str(tmp_path), str(tmp_path / 'none'),
+                           study.QUICK)

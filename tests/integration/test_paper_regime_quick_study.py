@@ -1,0 +1,51 @@
+"""benchmarks.paper_regime_study --quick end to end: the lr sweep, every
+run at the chosen lr, results.json and the page; a finished run is skipped
+and one without its result is collected from its final snapshot."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks import paper_regime_study as study
+from conftest import REPO
+
+
+@pytest.mark.skipif(not os.path.isdir(study.make_demo.IDX_DIR),
+                    reason='needs Debian\'s dataset-fashion-mnist')
+def test_quick_study_runs_skips_and_resumes(tmp_path):
+    out, results = str(tmp_path / 'out'), str(tmp_path / 'results')
+    page = str(tmp_path / 'page.md')
+    cmd = [sys.executable, '-m', 'benchmarks.paper_regime_study', '--quick',
+           '--jobs', '2', '--out', out, '--results', results, '--page', page]
+    env = dict(os.environ, PYTHONPATH=REPO)
+
+    def run():
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True,
+                              text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    run()
+    with open(os.path.join(results, 'results.json')) as f:
+        rows = json.load(f)['runs']
+    planned = study.sweep_runs(study.QUICK) + study.study_runs(
+        study.QUICK, 0.01)
+    assert sorted(r['name'] for r in rows) == sorted(r.name for r in planned)
+    for row in rows:
+        assert row['diverged'] or 0 <= row['top1'] <= 1
+        assert os.path.exists(study.result_path(results, row['name'])[:-5]
+                              + '.log.json')
+    text = open(page).read()
+    assert '15 of 15 runs finished' in text
+    assert all(os.path.getsize(os.path.join(results, name)) > 0
+               for name in ('curves.png', 'sweep.png'))
+
+    # A finished run is skipped; one without its result resumes from its
+    # final snapshot instead of training again.
+    os.remove(study.result_path(results, 'akiba2017-k4-seed0'))
+    stdout = run()
+    assert stdout.count(' top-1 ') == 1 and 'akiba2017-k4-seed0' in stdout
+    assert 'resuming from' in open(os.path.join(
+        out, 'runs', 'akiba2017-k4-seed0', 'train.out')).read()
