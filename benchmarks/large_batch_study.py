@@ -153,13 +153,13 @@ def train_args(config, seed, plan, train, val, out):
                 per_epoch, per_epoch // 4))] + config.flags
 
 
-def mpi_command(args):
-    """``python train_imagenet.py args`` on one MPI process."""
+def mpi_command(args, trainer=TRAINER):
+    """``python trainer args`` on one MPI process."""
     mpiexec = os.path.join(os.path.dirname(sys.executable), 'mpiexec')
     cmd = [mpiexec, '--oversubscribe', '-n', '1', '-x', 'OMP_NUM_THREADS']
     if os.geteuid() == 0:
         cmd.append('--allow-run-as-root')
-    return cmd + [sys.executable, TRAINER] + args
+    return cmd + [sys.executable, trainer] + args
 
 
 def read_log(run_dir):

@@ -47,6 +47,8 @@ import time
 
 import numpy
 
+from benchmarks.large_batch_study import mpi_command
+from benchmarks.large_batch_study import read_log
 from datasets import in_memory
 from datasets import make_demo
 from datasets.transforms import resize_for
@@ -227,23 +229,6 @@ def train_args(run, plan, train, val, out):
             '--lr', '{:g}'.format(run.lr)] + run.config.flags
 
 
-def mpi_command(trainer, args):
-    """``python trainer args`` on one MPI process."""
-    mpiexec = os.path.join(os.path.dirname(sys.executable), 'mpiexec')
-    cmd = [mpiexec, '--oversubscribe', '-n', '1', '-x', 'OMP_NUM_THREADS']
-    if os.geteuid() == 0:
-        cmd.append('--allow-run-as-root')
-    return cmd + [sys.executable, trainer] + args
-
-
-def read_log(run_dir):
-    path = os.path.join(run_dir, 'log')
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return json.load(f)
-
-
 def validation_curve(entries, total, n_train):
     """``[(epoch, top-1), ...]`` from a run's log entries."""
     return [(entry['iteration'] * total / n_train,
@@ -305,7 +290,7 @@ def _train(run, plan, data, run_dir, path, trainer):
     with open(os.path.join(run_dir, 'train.out'), 'a') as out:
         out.write('$ {}\n'.format(' '.join(map(shlex.quote, args))))
         out.flush()
-        status = subprocess.call(mpi_command(trainer, args), env=env,
+        status = subprocess.call(mpi_command(args, trainer), env=env,
                                  stdout=out, stderr=subprocess.STDOUT)
     wall = time.time() - start
     entries = read_log(run_dir)
