@@ -38,7 +38,6 @@ import concurrent.futures
 import fcntl
 import json
 import os
-import platform
 import shlex
 import shutil
 import subprocess
@@ -47,6 +46,7 @@ import time
 
 import numpy
 
+from benchmarks.large_batch_study import machine
 from benchmarks.large_batch_study import mpi_command
 from benchmarks.large_batch_study import read_log
 from datasets import in_memory
@@ -537,19 +537,6 @@ def plot_sweep(rows, path):
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
-
-
-def machine():
-    model = platform.processor() or platform.machine()
-    try:
-        with open('/proc/cpuinfo') as f:
-            model = next(line.split(':', 1)[1].strip() for line in f
-                         if line.startswith('model name'))
-    except (OSError, StopIteration):
-        pass
-    return '{} x {} cores ({}), Python {}, NumPy {}'.format(
-        model, os.cpu_count(), platform.system(), platform.python_version(),
-        numpy.__version__)
 
 
 def generated_text(plan, results, results_dir, page):
