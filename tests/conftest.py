@@ -35,8 +35,8 @@ def run_mpi(n, args, timeout=180, cwd=REPO, env=None, check=True):
     proc = subprocess.run(mpi_command(n, args), cwd=cwd, env=full_env,
                           capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
-        pytest.fail('mpiexec -n {} {} exited {}\n--- stdout\n{}\n--- stderr\n{}'
-                    .format(n, ' '.join(args), proc.returncode,
+        pytest.fail('mpiexec -n {} {} exited {}\n--- stdout\n{}\n'
+                    '--- stderr\n{}'.format(n, ' '.join(args), proc.returncode,
                             proc.stdout[-4000:], proc.stderr[-4000:]))
     return proc
 

@@ -93,4 +93,3 @@ def test_gradients_are_the_sums_chainer_would_accumulate(micro_batches):
             continue
         numpy.testing.assert_array_equal(record.grads[name], grad,
                                          err_msg=name)
-
