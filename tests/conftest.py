@@ -36,8 +36,9 @@ def run_mpi(n, args, timeout=180, cwd=REPO, env=None, check=True):
                           capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         pytest.fail('mpiexec -n {} {} exited {}\n--- stdout\n{}\n'
-                    '--- stderr\n{}'.format(n, ' '.join(args), proc.returncode,
-                            proc.stdout[-4000:], proc.stderr[-4000:]))
+                    '--- stderr\n{}'.format(
+                        n, ' '.join(args), proc.returncode,
+                        proc.stdout[-4000:], proc.stderr[-4000:]))
     return proc
 
 
