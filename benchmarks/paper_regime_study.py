@@ -64,7 +64,7 @@ BEGIN, END = '<!-- BEGIN GENERATED -->', '<!-- END GENERATED -->'
 class Plan(collections.namedtuple('Plan', [
         'train_per_class', 'val_per_class', 'b_ref', 'bn_batch', 'k',
         'sweep_ks', 'epochs', 'width', 'crop_size', 'seeds', 'sweep_seeds',
-        'lrs', 'lr_epochs'])):
+        'lrs', 'lr_epochs', 'plateau_epochs'])):
     """The size of a study.
 
     ``train_per_class`` x 10 training and ``val_per_class`` x 10 test
@@ -72,7 +72,8 @@ class Plan(collections.namedtuple('Plan', [
     per BN batch (virtual worker) at ``k x b_ref`` and at every ``k`` of
     ``sweep_ks``; ``epochs`` for every run; ResNet-50's width multiplier and
     the crop side; seeds of the main runs and of the minibatch sweep; the
-    reference's learning rates ``lrs``, each tried for ``lr_epochs``.
+    reference's learning rates ``lrs``, each tried for ``lr_epochs``; the
+    epochs of the reference's plateau run (:func:`plateau_run`).
     """
 
     @property
@@ -85,11 +86,11 @@ class Plan(collections.namedtuple('Plan', [
 FULL = Plan(train_per_class=6000, val_per_class=1000, b_ref=12, bn_batch=32,
             k=128, sweep_ks=(8, 32), epochs=7, width=0.125, crop_size=32,
             seeds=3, sweep_seeds=2, lrs=(0.005, 0.01, 0.02, 0.04, 0.08),
-            lr_epochs=2)
+            lr_epochs=2, plateau_epochs=21)
 #: A few iterations of every run on a tiny subset.
 QUICK = Plan(train_per_class=8, val_per_class=2, b_ref=2, bn_batch=4, k=4,
              sweep_ks=(2,), epochs=1, width=0.125, crop_size=32, seeds=1,
-             sweep_seeds=1, lrs=(0.01, 0.02), lr_epochs=1)
+             sweep_seeds=1, lrs=(0.01, 0.02), lr_epochs=1, plateau_epochs=2)
 
 
 class Config(collections.namedtuple('Config', [
@@ -148,10 +149,18 @@ def sweep_runs(plan):
                 0, lr, plan.lr_epochs, 'lr-sweep', True) for lr in plan.lrs]
 
 
+def plateau_run(plan, lr_ref):
+    """The reference, seed 0, for ``plateau_epochs`` with its schedule laid
+    out on them: whether the study's epochs bring it to its plateau."""
+    return Run('reference-plateau-seed0', CONFIG['reference'], 1, 0, lr_ref,
+               plan.plateau_epochs, 'plateau', True)
+
+
 def study_runs(plan, lr_ref):
     """Every run of the study at the reference lr ``lr_ref``: seed by seed
     (so that an early stop leaves whole comparisons), the configurations at
-    ``k`` first, then the smaller ``k`` of the minibatch sweep."""
+    ``k`` first, then the smaller ``k`` of the minibatch sweep; the
+    reference's plateau run follows seed 0's reference."""
     def run(config, k, seed):
         return Run(run_name(config, k, seed), config, k, seed, lr_ref * k,
                    plan.epochs, 'study', config.main and k in (1, plan.k))
@@ -159,6 +168,8 @@ def study_runs(plan, lr_ref):
     for seed in range(plan.seeds):
         runs += [run(config, 1 if config.name == 'reference' else plan.k,
                      seed) for config in CONFIGS]
+        if seed == 0:
+            runs.insert(1, plateau_run(plan, lr_ref))
         if seed < plan.sweep_seeds:
             runs += [run(config, k, seed) for k in plan.sweep_ks
                      for config in CONFIGS if config.swept]
@@ -499,6 +510,34 @@ def plot_curves(results, k, path):
     plt.close(fig)
 
 
+def plateau_of(results):
+    """The plateau run's result, or None before it finished."""
+    return next((r for r in results if r['stage'] == 'plateau'), None)
+
+
+def plot_plateau(results, plan, path):
+    """Test top-1 against epochs of the reference: each seed's run of the
+    study and the plateau run."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+    for r in results:
+        if r['config'] == 'reference' and r['curve'] and \
+                r['stage'] in ('study', 'plateau'):
+            epochs, acc = zip(*r['curve'])
+            ax.plot(epochs, [100 * a for a in acc], marker='o', markersize=3,
+                    label='{} epochs, seed {}'.format(r['epochs'], r['seed']),
+                    linestyle='--' if r['stage'] == 'plateau' else '-')
+    ax.set_xlabel('epoch')
+    ax.set_ylabel('test top-1 (%)')
+    ax.set_title('Fashion-MNIST, the reference ({} images per step)'.format(
+        plan.b_ref))
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def plot_sweep(rows, path):
     """Final top-1 against total minibatch, one line per swept recipe; the
     reference as a star; diverged runs as crosses at the bottom."""
@@ -577,6 +616,24 @@ def generated_text(plan, results, results_dir, page):
         plot_curves(results, plan.k, os.path.join(results_dir, 'curves.png'))
         text += ['![test top-1 against epochs at k = {}]({}/curves.png)'
                  .format(plan.k, rel), '']
+    plateau = plateau_of(results)
+    text += ['### The reference\'s plateau', '']
+    if plateau is None:
+        text += ['The reference for {} epochs (seed 0, its schedule laid out '
+                 'on them) has not finished yet.'.format(plan.plateau_epochs),
+                 '']
+    else:
+        at_epochs = [r['top1'] for r in results if r['stage'] == 'study'
+                     and r['config'] == 'reference' and r['seed'] == 0]
+        plot_plateau(results, plan, os.path.join(results_dir, 'plateau.png'))
+        text += ['The reference for {} epochs (seed 0, its schedule laid out '
+                 'on them): top-1 {}%{}.'.format(
+                     plateau['epochs'], fmt_percent(plateau['top1']),
+                     ', against {}% in {} epochs'.format(
+                         fmt_percent(at_epochs[0]), plan.epochs)
+                     if at_epochs else ''), '',
+                 '![the reference\'s test top-1 against epochs]'
+                 '({}/plateau.png)'.format(rel), '']
     text += ['### Final top-1 against the total minibatch', '',
              table(swept), '']
     if swept:

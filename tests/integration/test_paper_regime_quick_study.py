@@ -39,9 +39,9 @@ def test_quick_study_runs_skips_and_resumes(tmp_path):
         assert row['diverged'] or os.path.exists(
             study.result_path(results, row['name'])[:-5] + '.log.json')
     text = open(page).read()
-    assert '15 of 15 runs finished' in text
+    assert '16 of 16 runs finished' in text
     assert all(os.path.getsize(os.path.join(results, name)) > 0
-               for name in ('curves.png', 'sweep.png'))
+               for name in ('curves.png', 'sweep.png', 'plateau.png'))
 
     # A finished run is skipped; one without its result resumes from its
     # final snapshot instead of training again.
