@@ -73,7 +73,7 @@ class Plan(collections.namedtuple('Plan', [
     ``sweep_ks``; ``epochs`` for every run; ResNet-50's width multiplier and
     the crop side; seeds of the main runs and of the minibatch sweep; the
     reference's learning rates ``lrs``, each tried for ``lr_epochs``; the
-    epochs of the reference's plateau run (:func:`plateau_run`).
+    epochs of the plateau runs (:func:`plateau_runs`).
     """
 
     @property
@@ -149,18 +149,29 @@ def sweep_runs(plan):
                 0, lr, plan.lr_epochs, 'lr-sweep', True) for lr in plan.lrs]
 
 
-def plateau_run(plan, lr_ref):
-    """The reference, seed 0, for ``plateau_epochs`` with its schedule laid
-    out on them: whether the study's epochs bring it to its plateau."""
-    return Run('reference-plateau-seed0', CONFIG['reference'], 1, 0, lr_ref,
-               plan.plateau_epochs, 'plateau', True)
+#: The configurations also trained for ``plateau_epochs``.
+PLATEAU_CONFIGS = ('reference', 'goyal2017', 'akiba2017', 'you2017')
+
+
+def plateau_runs(plan, lr_ref):
+    """Seed 0 of the reference and of the three recipes at ``k`` for
+    ``plateau_epochs``, their schedules laid out on them: whether the
+    study's epochs bring the reference to its plateau, and whether RQ1's
+    answer holds there."""
+    runs = []
+    for name in PLATEAU_CONFIGS:
+        k = 1 if name == 'reference' else plan.k
+        runs.append(Run(run_name(CONFIG[name], k, 0, 'plateau-'), CONFIG[name],
+                        k, 0, lr_ref * k, plan.plateau_epochs, 'plateau',
+                        True))
+    return runs
 
 
 def study_runs(plan, lr_ref):
     """Every run of the study at the reference lr ``lr_ref``: seed by seed
     (so that an early stop leaves whole comparisons), the configurations at
-    ``k`` first, then the smaller ``k`` of the minibatch sweep; the
-    reference's plateau run follows seed 0's reference."""
+    ``k`` first (seed 0's followed by the plateau runs), then the smaller
+    ``k`` of the minibatch sweep."""
     def run(config, k, seed):
         return Run(run_name(config, k, seed), config, k, seed, lr_ref * k,
                    plan.epochs, 'study', config.main and k in (1, plan.k))
@@ -169,17 +180,17 @@ def study_runs(plan, lr_ref):
         runs += [run(config, 1 if config.name == 'reference' else plan.k,
                      seed) for config in CONFIGS]
         if seed == 0:
-            runs.insert(1, plateau_run(plan, lr_ref))
+            runs += plateau_runs(plan, lr_ref)
         if seed < plan.sweep_seeds:
             runs += [run(config, k, seed) for k in plan.sweep_ks
                      for config in CONFIGS if config.swept]
     return runs
 
 
-def run_name(config, k, seed):
+def run_name(config, k, seed, stage=''):
     if k == 1:
-        return '{}-seed{}'.format(config.name, seed)
-    return '{}-k{}-seed{}'.format(config.name, k, seed)
+        return '{}-{}seed{}'.format(config.name, stage, seed)
+    return '{}-k{}-{}seed{}'.format(config.name, k, stage, seed)
 
 
 def peak_lr(run, plan):
@@ -510,27 +521,39 @@ def plot_curves(results, k, path):
     plt.close(fig)
 
 
-def plateau_of(results):
-    """The plateau run's result, or None before it finished."""
-    return next((r for r in results if r['stage'] == 'plateau'), None)
+def plateau_pairs(results, plan):
+    """``(config, k, study run, plateau run)`` of seed 0 for every plateau
+    run that finished; the study run is None before it finished."""
+    found = {(r['stage'], r['name']): r for r in results}
+    pairs = []
+    for run in plateau_runs(plan, 1.0):
+        long = found.get(('plateau', run.name))
+        if long is not None:
+            pairs.append((run.config.name, run.k, found.get((
+                'study', run_name(run.config, run.k, 0))), long))
+    return pairs
 
 
-def plot_plateau(results, plan, path):
-    """Test top-1 against epochs of the reference: each seed's run of the
-    study and the plateau run."""
+def plot_plateau(pairs, plan, path):
+    """Test top-1 against epochs of seed 0's run of the study (solid) and
+    of the plateau run (dashed) of each configuration."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
-    for r in results:
-        if r['config'] == 'reference' and r['curve'] and \
-                r['stage'] in ('study', 'plateau'):
+    for config, _, short, long in pairs:
+        color = None
+        for r in (short, long):
+            if r is None or not r['curve']:
+                continue
             epochs, acc = zip(*r['curve'])
-            ax.plot(epochs, [100 * a for a in acc], marker='o', markersize=3,
-                    label='{} epochs, seed {}'.format(r['epochs'], r['seed']),
-                    linestyle='--' if r['stage'] == 'plateau' else '-')
+            line, = ax.plot(epochs, [100 * a for a in acc], marker='o',
+                            markersize=2, color=color,
+                            label='{}, {} epochs'.format(config, r['epochs']),
+                            linestyle='--' if r is long else '-')
+            color = line.get_color()
     ax.set_xlabel('epoch')
     ax.set_ylabel('test top-1 (%)')
-    ax.set_title('Fashion-MNIST, the reference ({} images per step)'.format(
-        plan.b_ref))
+    ax.set_title('Fashion-MNIST, {} and {} epochs, seed 0'.format(
+        plan.epochs, plan.plateau_epochs))
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -616,24 +639,26 @@ def generated_text(plan, results, results_dir, page):
         plot_curves(results, plan.k, os.path.join(results_dir, 'curves.png'))
         text += ['![test top-1 against epochs at k = {}]({}/curves.png)'
                  .format(plan.k, rel), '']
-    plateau = plateau_of(results)
-    text += ['### The reference\'s plateau', '']
-    if plateau is None:
-        text += ['The reference for {} epochs (seed 0, its schedule laid out '
-                 'on them) has not finished yet.'.format(plan.plateau_epochs),
-                 '']
-    else:
-        at_epochs = [r['top1'] for r in results if r['stage'] == 'study'
-                     and r['config'] == 'reference' and r['seed'] == 0]
-        plot_plateau(results, plan, os.path.join(results_dir, 'plateau.png'))
-        text += ['The reference for {} epochs (seed 0, its schedule laid out '
-                 'on them): top-1 {}%{}.'.format(
-                     plateau['epochs'], fmt_percent(plateau['top1']),
-                     ', against {}% in {} epochs'.format(
-                         fmt_percent(at_epochs[0]), plan.epochs)
-                     if at_epochs else ''), '',
-                 '![the reference\'s test top-1 against epochs]'
-                 '({}/plateau.png)'.format(rel), '']
+    pairs = plateau_pairs(results, plan)
+    text += ['### {} epochs against {} (seed 0)'.format(
+        plan.epochs, plan.plateau_epochs), '', '{} of {} plateau runs '
+        'finished: {}, each schedule laid out on {} epochs.'.format(
+            len(pairs), len(PLATEAU_CONFIGS), ', '.join(PLATEAU_CONFIGS),
+            plan.plateau_epochs), '']
+    if pairs:
+        text += ['| configuration | k | top-1 % in {} epochs | in {} | '
+                 'difference |'.format(plan.epochs, plan.plateau_epochs),
+                 '|---|---|---|---|---|']
+        for config, k, short, long in pairs:
+            top1 = [None if r is None else r['top1'] for r in (short, long)]
+            text.append('| `{}` | {} | {} | {} | {} |'.format(
+                config, k, fmt_percent(top1[0]), fmt_percent(top1[1]),
+                '-' if None in top1 else '{:+.2f}'.format(
+                    100 * (top1[1] - top1[0]))))
+        plot_plateau(pairs, plan, os.path.join(results_dir, 'plateau.png'))
+        text += ['', '![test top-1 against epochs, {} and {} epochs]'
+                 '({}/plateau.png)'.format(plan.epochs, plan.plateau_epochs,
+                                           rel), '']
     text += ['### Final top-1 against the total minibatch', '',
              table(swept), '']
     if swept:
