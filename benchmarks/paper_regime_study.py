@@ -492,6 +492,19 @@ def _pyplot():
     return plt
 
 
+def _save(plt, fig, ax, path, title, xlabel='epoch',
+          ylabel='test top-1 (%)'):
+    """Label, grid and legend ``ax``, write ``fig`` to ``path``, close it."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def plot_curves(results, k, path):
     """Test top-1 against epochs at ``k`` (and the reference): mean over
     seeds and their range."""
@@ -511,14 +524,7 @@ def plot_curves(results, k, path):
                                                      len(curves)))
         ax.fill_between(epochs, acc.min(axis=0), acc.max(axis=0),
                         color=line.get_color(), alpha=0.2)
-    ax.set_xlabel('epoch')
-    ax.set_ylabel('test top-1 (%)')
-    ax.set_title('Fashion-MNIST, test top-1, k = {}'.format(k))
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(plt, fig, ax, path, 'Fashion-MNIST, test top-1, k = {}'.format(k))
 
 
 def plateau_pairs(results, plan):
@@ -550,15 +556,8 @@ def plot_plateau(pairs, plan, path):
                             label='{}, {} epochs'.format(config, r['epochs']),
                             linestyle='--' if r is long else '-')
             color = line.get_color()
-    ax.set_xlabel('epoch')
-    ax.set_ylabel('test top-1 (%)')
-    ax.set_title('Fashion-MNIST, {} and {} epochs, seed 0'.format(
+    _save(plt, fig, ax, path, 'Fashion-MNIST, {} and {} epochs, seed 0'.format(
         plan.epochs, plan.plateau_epochs))
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
 
 
 def plot_sweep(rows, path):
@@ -591,14 +590,9 @@ def plot_sweep(rows, path):
     ax.set_xticks(totals)
     ax.set_xticklabels([str(t) for t in totals])
     ax.minorticks_off()
-    ax.set_xlabel('total minibatch (images per update)')
-    ax.set_ylabel('final test top-1 (%)')
-    ax.set_title('Fashion-MNIST, same epochs for every run')
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(plt, fig, ax, path, 'Fashion-MNIST, same epochs for every run',
+          xlabel='total minibatch (images per update)',
+          ylabel='final test top-1 (%)')
 
 
 def generated_text(plan, results, results_dir, page):

@@ -55,7 +55,7 @@ class MicroBatchUpdater(training.updaters.StandardUpdater):
         optimizer = self._optimizers['main']
         model = optimizer.target
         model.cleargrads()
-        params = list(model.params())
+        params = list(model.params()) if self.micro_batches > 1 else None
         sums = None
         summary = reporter.DictSummary()
         scale = None if self.loss_scale is None else self.loss_scale.scale
