@@ -12,8 +12,9 @@ the project's ``train_imagenet.py`` on the whole Fashion-MNIST training set
 - at ``k x b_ref`` images per step (``k`` = 128: 1,536 = 2.56% of the set,
   39 updates per epoch), virtual workers of ``bn_batch`` images
   (``--accumulate``), every recipe at ``k x lr_ref`` (linear scaling):
-  ``sgd``, ``goyal2017``, ``akiba2017``, ``you2017`` and ``akiba2017``
-  without each of its techniques, one at a time;
+  ``sgd``, ``goyal2017``, ``akiba2017``, ``you2017``, ``akiba2017``
+  without each of its techniques, one at a time, and ``akiba2017`` with
+  ``goyal2017``'s zero-init;
 - the four recipes at smaller ``k`` (Goyal et al.'s Figure 1);
 
 every run for the same epochs, the schedules laid out on them
@@ -130,6 +131,11 @@ CONFIGS = [
     Config('no-fp16-allreduce', 'akiba2017 with a float32 all-reduce',
            ['--recipe', 'akiba2017', '--allreduce-dtype', 'float32'], False,
            False),
+    # Not one of the paper's techniques: goyal2017's zero-init of each
+    # block's last BN gamma, added to akiba2017, tests how much of the gap
+    # between the two recipes it explains.
+    Config('akiba2017-zero-init', 'akiba2017 with zero-init (goyal2017\'s)',
+           ['--recipe', 'akiba2017', '--zero-init-residual'], False, False),
 ]
 CONFIG = {c.name: c for c in CONFIGS}
 
