@@ -14,7 +14,7 @@ the project's ``train_imagenet.py`` on the whole Fashion-MNIST training set
   (``--accumulate``), every recipe at ``k x lr_ref`` (linear scaling):
   ``sgd``, ``goyal2017``, ``akiba2017``, ``you2017``, ``akiba2017``
   without each of its techniques, one at a time, and ``akiba2017`` with
-  ``goyal2017``'s zero-init;
+  ``goyal2017``'s zero-init (and the reference with it, at ``b_ref``);
 - the four recipes at smaller ``k`` (Goyal et al.'s Figure 1);
 
 every run for the same epochs, the schedules laid out on them
@@ -95,10 +95,15 @@ QUICK = Plan(train_per_class=8, val_per_class=2, b_ref=2, bn_batch=4, k=4,
 
 
 class Config(collections.namedtuple('Config', [
-        'name', 'label', 'flags', 'main', 'swept'])):
+        'name', 'label', 'flags', 'main', 'swept', 'at_b_ref'],
+        defaults=(False,))):
     """A configuration: its recipe flags, whether its test accuracy is
-    drawn against epochs (``main``) and whether it runs at every ``k``
-    (``swept``). The reference runs at ``b_ref`` only."""
+    drawn against epochs (``main``), whether it runs at every ``k``
+    (``swept``) and whether it runs at ``b_ref`` (``at_b_ref``, the
+    references) instead of at ``k x b_ref``."""
+
+    def k(self, plan):
+        return 1 if self.at_b_ref else plan.k
 
     def flag(self, name):
         return self.flags[self.flags.index(name) + 1] \
@@ -110,7 +115,7 @@ CONFIGS = [
     # a 12-image minibatch is too small a sample of the statistics.
     Config('reference', 'reference minibatch, momentum SGD, step decay',
            ['--recipe', 'sgd', '--lr-schedule', 'goyal', '--bn-stats',
-            'moving-average'], True, False),
+            'moving-average'], True, False, True),
     Config('sgd', 'linear scaling, constant lr (sgd)', ['--recipe', 'sgd'],
            True, True),
     Config('goyal2017', 'Goyal et al. (goyal2017)',
@@ -136,6 +141,11 @@ CONFIGS = [
     # between the two recipes it explains.
     Config('akiba2017-zero-init', 'akiba2017 with zero-init (goyal2017\'s)',
            ['--recipe', 'akiba2017', '--zero-init-residual'], False, False),
+    # ... and the reference with it, the baseline for the recipes that
+    # have it (goyal2017 and the one above).
+    Config('reference-zero-init', 'reference with zero-init',
+           ['--recipe', 'sgd', '--lr-schedule', 'goyal', '--bn-stats',
+            'moving-average', '--zero-init-residual'], False, False, True),
 ]
 CONFIG = {c.name: c for c in CONFIGS}
 
@@ -165,11 +175,10 @@ def plateau_runs(plan, lr_ref):
     study's epochs bring the reference to its plateau, and whether RQ1's
     answer holds there."""
     runs = []
-    for name in PLATEAU_CONFIGS:
-        k = 1 if name == 'reference' else plan.k
-        runs.append(Run(run_name(CONFIG[name], k, 0, 'plateau-'), CONFIG[name],
-                        k, 0, lr_ref * k, plan.plateau_epochs, 'plateau',
-                        True))
+    for config in (CONFIG[name] for name in PLATEAU_CONFIGS):
+        k = config.k(plan)
+        runs.append(Run(run_name(config, k, 0, 'plateau-'), config, k, 0,
+                        lr_ref * k, plan.plateau_epochs, 'plateau', True))
     return runs
 
 
@@ -183,8 +192,7 @@ def study_runs(plan, lr_ref):
                    plan.epochs, 'study', config.main and k in (1, plan.k))
     runs = []
     for seed in range(plan.seeds):
-        runs += [run(config, 1 if config.name == 'reference' else plan.k,
-                     seed) for config in CONFIGS]
+        runs += [run(config, config.k(plan), seed) for config in CONFIGS]
         if seed == 0:
             runs += plateau_runs(plan, lr_ref)
         if seed < plan.sweep_seeds:

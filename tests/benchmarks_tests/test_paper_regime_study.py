@@ -32,6 +32,14 @@ def test_each_ablation_changes_one_thing_against_akiba2017():
         assert config.flags[:2] == akiba.flags and len(config.flags) == 4
 
 
+def test_zero_init_configs_add_zero_init_only():
+    for name in ('akiba2017', 'reference'):
+        base, config = study.CONFIG[name], study.CONFIG[name + '-zero-init']
+        assert config.flags == base.flags + ['--zero-init-residual']
+        assert config.k(study.FULL) == base.k(study.FULL)
+    assert study.CONFIG['reference'].k(study.FULL) == 1
+
+
 def test_study_runs_scale_the_reference_lr_linearly():
     plan = study.FULL
     runs = study.study_runs(plan, 0.02)
@@ -40,13 +48,13 @@ def test_study_runs_scale_the_reference_lr_linearly():
     assert len({run.name for run in runs}) == len(runs)
     for run in runs:
         assert run.lr == pytest.approx(0.02 * run.k)
-        assert run.k == (1 if run.config.name == 'reference' else run.k)
         assert run.epochs == (plan.plateau_epochs if run.stage == 'plateau'
                               else plan.epochs)
     # seed 0 of every configuration at k comes first, then the plateau runs
     # (3x the epochs) of the reference and the three recipes
     n = len(study.CONFIGS)
-    assert [r.k for r in runs[:n]] == [1] + [128] * (n - 1)
+    assert [r.k for r in runs[:n]] == [
+        1 if c.name.startswith('reference') else 128 for c in study.CONFIGS]
     plateau = runs[n:n + 4]
     assert plateau == study.plateau_runs(plan, 0.02)
     assert [(r.config.name, r.k, r.seed, r.stage) for r in plateau] == [
@@ -132,7 +140,7 @@ def test_the_page_keeps_its_text_around_the_generated_block(tmp_path):
     study.write_page(study.QUICK, results, page)
     text = open(page).read()
     assert text.startswith('# Title\n') and text.endswith('## Reading\n')
-    assert 'old' not in text and '0 of 20 runs finished' in text
+    assert 'old' not in text and '0 of 21 runs finished' in text
     with open(os.path.join(results, 'results.json')) as f:
         assert json.load(f)['runs'] == []
 
