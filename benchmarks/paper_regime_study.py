@@ -576,7 +576,8 @@ def plot_plateau(pairs, plan, path):
 
 def plot_sweep(rows, path):
     """Final top-1 against total minibatch, one line per swept recipe; the
-    reference as a star; diverged runs as crosses at the bottom."""
+    references as stars (hollow: with zero-init); diverged runs as crosses
+    at the bottom."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
     for config in (c for c in CONFIGS if c.swept):
@@ -595,10 +596,13 @@ def plot_sweep(rows, path):
         if bad:
             ax.plot([r['total'] for r in bad], [10] * len(bad), 'x',
                     color='k')
-    ref = [r for r in rows if r['config'] == 'reference' and r['mean']]
-    if ref:
-        ax.plot([ref[0]['total']], [100 * ref[0]['mean']], '*',
-                markersize=12, color='k', label='reference')
+    references = (c for c in CONFIGS if c.at_b_ref)
+    for config, face in zip(references, ('k', 'none')):
+        ref = [r for r in rows if r['config'] == config.name and r['mean']]
+        if ref:
+            ax.plot([ref[0]['total']], [100 * ref[0]['mean']], '*',
+                    markersize=12, color='k', markerfacecolor=face,
+                    label=config.name)
     ax.set_xscale('log', base=2)
     totals = sorted(set(r['total'] for r in rows))
     ax.set_xticks(totals)
