@@ -173,15 +173,18 @@ def sweep_runs(plan):
                 0, lr, plan.lr_epochs, 'lr-sweep', True) for lr in plan.lrs]
 
 
-#: The configurations also trained for ``plateau_epochs``.
-PLATEAU_CONFIGS = ('reference', 'goyal2017', 'akiba2017', 'you2017')
+#: The configurations also trained for ``plateau_epochs``: the reference
+#: and the three recipes, then the two with zero-init, which the recipes
+#: that have it are compared against.
+PLATEAU_CONFIGS = ('reference', 'goyal2017', 'akiba2017', 'you2017',
+                   'reference-zero-init', 'akiba2017-zero-init')
 
 
 def plateau_runs(plan, lr_ref):
-    """Seed 0 of the reference and of the three recipes at ``k`` for
-    ``plateau_epochs``, their schedules laid out on them: whether the
-    study's epochs bring the reference to its plateau, and whether RQ1's
-    answer holds there."""
+    """Seed 0 of each of ``PLATEAU_CONFIGS`` at its ``k`` for
+    ``plateau_epochs``, the schedules laid out on them: whether the study's
+    epochs bring the reference to its plateau, and whether RQ1's answer
+    holds there."""
     runs = []
     for config in (CONFIG[name] for name in PLATEAU_CONFIGS):
         k = config.k(plan)

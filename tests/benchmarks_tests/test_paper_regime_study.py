@@ -44,24 +44,28 @@ def test_study_runs_scale_the_reference_lr_linearly():
     plan = study.FULL
     runs = study.study_runs(plan, 0.02)
     assert len(runs) == (plan.seeds * len(study.CONFIGS) + plan.sweep_seeds
-                         * len(plan.sweep_ks) * 4 + 4)
+                         * len(plan.sweep_ks) * 4 + 6)
     assert len({run.name for run in runs}) == len(runs)
     for run in runs:
         assert run.lr == pytest.approx(0.02 * run.k)
         assert run.epochs == (plan.plateau_epochs if run.stage == 'plateau'
                               else plan.epochs)
     # seed 0 of every configuration at k comes first, then the plateau runs
-    # (3x the epochs) of the reference and the three recipes
+    # (3x the epochs) of the reference, the three recipes and the two
+    # configurations with zero-init
     n = len(study.CONFIGS)
     assert [r.k for r in runs[:n]] == [
         1 if c.name.startswith('reference') else 128 for c in study.CONFIGS]
-    plateau = runs[n:n + 4]
+    plateau = runs[n:n + 6]
     assert plateau == study.plateau_runs(plan, 0.02)
     assert [(r.config.name, r.k, r.seed, r.stage) for r in plateau] == [
         ('reference', 1, 0, 'plateau'), ('goyal2017', 128, 0, 'plateau'),
-        ('akiba2017', 128, 0, 'plateau'), ('you2017', 128, 0, 'plateau')]
+        ('akiba2017', 128, 0, 'plateau'), ('you2017', 128, 0, 'plateau'),
+        ('reference-zero-init', 1, 0, 'plateau'),
+        ('akiba2017-zero-init', 128, 0, 'plateau')]
     assert plateau[0].name == 'reference-plateau-seed0'
     assert plateau[2].name == 'akiba2017-k128-plateau-seed0'
+    assert plateau[4].name == 'reference-zero-init-plateau-seed0'
     assert plan.plateau_epochs == 3 * plan.epochs
 
 
@@ -140,7 +144,7 @@ def test_the_page_keeps_its_text_around_the_generated_block(tmp_path):
     study.write_page(study.QUICK, results, page)
     text = open(page).read()
     assert text.startswith('# Title\n') and text.endswith('## Reading\n')
-    assert 'old' not in text and '0 of 21 runs finished' in text
+    assert 'old' not in text and '0 of 23 runs finished' in text
     with open(os.path.join(results, 'results.json')) as f:
         assert json.load(f)['runs'] == []
 

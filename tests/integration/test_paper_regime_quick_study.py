@@ -39,8 +39,8 @@ def test_quick_study_runs_skips_and_resumes(tmp_path):
         assert row['diverged'] or os.path.exists(
             study.result_path(results, row['name'])[:-5] + '.log.json')
     text = open(page).read()
-    assert '21 of 21 runs finished' in text
-    assert '4 of 4 plateau runs finished' in text
+    assert '23 of 23 runs finished' in text
+    assert '6 of 6 plateau runs finished' in text
     assert all(os.path.getsize(os.path.join(results, name)) > 0
                for name in ('curves.png', 'sweep.png', 'plateau.png'))
 
