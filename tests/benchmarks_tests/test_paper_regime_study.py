@@ -6,7 +6,9 @@ import os
 
 import pytest
 
-from benchmarks import paper_regime_study as study
+from benchmarks.paper_regime_study import regime
+from benchmarks.paper_regime_study import report
+from benchmarks.paper_regime_study import runner
 
 
 def value_of(args, flag):
@@ -14,7 +16,7 @@ def value_of(args, flag):
 
 
 def test_full_plan_is_the_papers_regime_on_the_whole_set():
-    plan = study.FULL
+    plan = regime.FULL
     assert plan.n_train == 60000 and plan.val_per_class == 1000
     assert plan.k == 128
     large = plan.b_ref * plan.k
@@ -25,8 +27,8 @@ def test_full_plan_is_the_papers_regime_on_the_whole_set():
 
 
 def test_each_ablation_changes_one_thing_against_akiba2017():
-    akiba = study.CONFIG['akiba2017']
-    ablations = [c for c in study.CONFIGS if c.name.startswith('no-')]
+    akiba = regime.CONFIG['akiba2017']
+    ablations = [c for c in regime.CONFIGS if c.name.startswith('no-')]
     assert len(ablations) == 4
     for config in ablations:
         assert config.flags[:2] == akiba.flags and len(config.flags) == 4
@@ -34,16 +36,16 @@ def test_each_ablation_changes_one_thing_against_akiba2017():
 
 def test_zero_init_configs_add_zero_init_only():
     for name in ('akiba2017', 'reference'):
-        base, config = study.CONFIG[name], study.CONFIG[name + '-zero-init']
+        base, config = regime.CONFIG[name], regime.CONFIG[name + '-zero-init']
         assert config.flags == base.flags + ['--zero-init-residual']
-        assert config.k(study.FULL) == base.k(study.FULL)
-    assert study.CONFIG['reference'].k(study.FULL) == 1
+        assert config.k(regime.FULL) == base.k(regime.FULL)
+    assert regime.CONFIG['reference'].k(regime.FULL) == 1
 
 
 def test_study_runs_scale_the_reference_lr_linearly():
-    plan = study.FULL
-    runs = study.study_runs(plan, 0.02)
-    assert len(runs) == (plan.seeds * len(study.CONFIGS) + plan.sweep_seeds
+    plan = regime.FULL
+    runs = regime.study_runs(plan, 0.02)
+    assert len(runs) == (plan.seeds * len(regime.CONFIGS) + plan.sweep_seeds
                          * len(plan.sweep_ks) * 4 + 6)
     assert len({run.name for run in runs}) == len(runs)
     for run in runs:
@@ -53,11 +55,11 @@ def test_study_runs_scale_the_reference_lr_linearly():
     # seed 0 of every configuration at k comes first, then the plateau runs
     # (3x the epochs) of the reference, the three recipes and the two
     # configurations with zero-init
-    n = len(study.CONFIGS)
+    n = len(regime.CONFIGS)
     assert [r.k for r in runs[:n]] == [
-        1 if c.name.startswith('reference') else 128 for c in study.CONFIGS]
+        1 if c.name.startswith('reference') else 128 for c in regime.CONFIGS]
     plateau = runs[n:n + 6]
-    assert plateau == study.plateau_runs(plan, 0.02)
+    assert plateau == regime.plateau_runs(plan, 0.02)
     assert [(r.config.name, r.k, r.seed, r.stage) for r in plateau] == [
         ('reference', 1, 0, 'plateau'), ('goyal2017', 128, 0, 'plateau'),
         ('akiba2017', 128, 0, 'plateau'), ('you2017', 128, 0, 'plateau'),
@@ -70,10 +72,10 @@ def test_study_runs_scale_the_reference_lr_linearly():
 
 
 def test_train_args_use_virtual_workers_and_the_scaled_schedule():
-    plan = study.FULL
-    runs = {run.name: run for run in study.study_runs(plan, 0.02)}
-    large = study.train_args(runs['akiba2017-k128-seed2'], plan, 'T', 'V',
-                             'O')
+    plan = regime.FULL
+    runs = {run.name: run for run in regime.study_runs(plan, 0.02)}
+    large = regime.train_args(runs['akiba2017-k128-seed2'], plan, 'T', 'V',
+                              'O')
     assert {flag: value_of(large, flag) for flag in (
         '--batchsize', '--accumulate', '--seed', '--lr', '--epoch',
         '--val-interval', '--resume')} == {
@@ -81,22 +83,22 @@ def test_train_args_use_virtual_workers_and_the_scaled_schedule():
         '--lr': '2.56', '--epoch': '7', '--val-interval': '1',
         '--resume': 'auto'}
     assert '--scale-schedule' in large
-    reference = study.train_args(runs['reference-seed0'], plan, 'T', 'V',
-                                 'O')
+    reference = regime.train_args(runs['reference-seed0'], plan, 'T', 'V',
+                                  'O')
     assert value_of(reference, '--batchsize') == '12'
     assert value_of(reference, '--accumulate') == '1'
     assert value_of(reference, '--bn-stats') == 'moving-average'
-    ablation = study.train_args(runs['no-slow-start-k128-seed0'], plan, 'T',
-                                'V', 'O')
+    ablation = regime.train_args(runs['no-slow-start-k128-seed0'], plan, 'T',
+                                 'V', 'O')
     assert value_of(ablation, '--val-interval') == '7'  # at the end only
 
 
 def test_peak_lr_follows_the_schedule():
-    plan = study.FULL
-    runs = {run.name: run for run in study.study_runs(plan, 0.02)}
-    assert study.peak_lr(runs['akiba2017-k128-seed0'], plan) == \
+    plan = regime.FULL
+    runs = {run.name: run for run in regime.study_runs(plan, 0.02)}
+    assert regime.peak_lr(runs['akiba2017-k128-seed0'], plan) == \
         pytest.approx(0.5 * 2.56)  # slow-start's first step
-    assert study.peak_lr(runs['goyal2017-k128-seed0'], plan) == \
+    assert regime.peak_lr(runs['goyal2017-k128-seed0'], plan) == \
         pytest.approx(2.56)
 
 
@@ -106,42 +108,42 @@ def result(name, lr, top1, stage='lr-sweep', diverged=False):
 
 
 def test_the_reference_lr_is_the_best_swept_one_once_all_finished():
-    plan = study.FULL._replace(lrs=(0.005, 0.01, 0.02, 0.04))
+    plan = regime.FULL._replace(lrs=(0.005, 0.01, 0.02, 0.04))
     rows = [result('a', 0.005, 0.80), result('b', 0.01, 0.85),
             result('c', 0.02, None, diverged=True)]
-    assert study.choose_lr(rows, plan) is None
+    assert runner.choose_lr(rows, plan) is None
     rows.append(result('d', 0.04, 0.83))
-    assert study.choose_lr(rows, plan) == 0.01
+    assert runner.choose_lr(rows, plan) == 0.01
 
 
 def test_a_run_with_a_stored_result_is_not_trained(tmp_path):
-    plan = study.QUICK
-    run = study.sweep_runs(plan)[0]
-    path = study.result_path(str(tmp_path / 'results'), run.name)
+    plan = regime.QUICK
+    run = regime.sweep_runs(plan)[0]
+    path = runner.result_path(str(tmp_path / 'results'), run.name)
     os.makedirs(os.path.dirname(path))
     with open(path, 'w') as f:
         json.dump({'name': run.name, 'top1': 0.5}, f)
-    assert study.run_one(run, plan, ('T', 'V'), str(tmp_path / 'out'),
-                         str(tmp_path / 'results'), 'no-trainer') == {
+    assert runner.run_one(run, plan, ('T', 'V'), str(tmp_path / 'out'),
+                          str(tmp_path / 'results'), 'no-trainer') == {
         'name': run.name, 'top1': 0.5}
     assert not os.path.exists(tmp_path / 'out')
 
 
 def test_another_plan_in_the_same_results_is_refused(tmp_path):
-    study.check_plan(str(tmp_path), study.QUICK)
-    study.check_plan(str(tmp_path), study.QUICK._replace(seeds=5))
+    runner.check_plan(str(tmp_path), regime.QUICK)
+    runner.check_plan(str(tmp_path), regime.QUICK._replace(seeds=5))
     with pytest.raises(SystemExit, match='another plan'):
-        study.check_plan(str(tmp_path), study.QUICK._replace(epochs=3))
+        runner.check_plan(str(tmp_path), regime.QUICK._replace(epochs=3))
 
 
 def test_the_page_keeps_its_text_around_the_generated_block(tmp_path):
     results = str(tmp_path / 'results')
-    study.check_plan(results, study.QUICK)
+    runner.check_plan(results, regime.QUICK)
     page = str(tmp_path / 'page.md')
     with open(page, 'w') as f:
         f.write('# Title\n\n{}\nold\n{}\n\n## Reading\n'.format(
-            study.BEGIN, study.END))
-    study.write_page(study.QUICK, results, page)
+            report.BEGIN, report.END))
+    report.write_page(regime.QUICK, results, page)
     text = open(page).read()
     assert text.startswith('# Title\n') and text.endswith('## Reading\n')
     assert 'old' not in text and '0 of 23 runs finished' in text
@@ -151,5 +153,5 @@ def test_the_page_keeps_its_text_around_the_generated_block(tmp_path):
 
 def test_missing_fashion_mnist_says_how_to_install_it(tmp_path):
     with pytest.raises(SystemExit, match='apt-get install dataset-fashion'):
-        study.prepare_data(str(tmp_path), str(tmp_path / 'none'),
-                           study.QUICK)
+        runner.prepare_data(str(tmp_path), str(tmp_path / 'none'),
+                            regime.QUICK)

@@ -8,11 +8,13 @@ import sys
 
 import pytest
 
-from benchmarks import paper_regime_study as study
+from benchmarks.paper_regime_study import regime
+from benchmarks.paper_regime_study import runner
+from datasets import make_demo
 from conftest import REPO
 
 
-@pytest.mark.skipif(not os.path.isdir(study.make_demo.IDX_DIR),
+@pytest.mark.skipif(not os.path.isdir(make_demo.IDX_DIR),
                     reason='needs Debian\'s dataset-fashion-mnist')
 def test_quick_study_runs_skips_and_resumes(tmp_path):
     out, results = str(tmp_path / 'out'), str(tmp_path / 'results')
@@ -30,14 +32,14 @@ def test_quick_study_runs_skips_and_resumes(tmp_path):
     run()
     with open(os.path.join(results, 'results.json')) as f:
         rows = json.load(f)['runs']
-    planned = study.sweep_runs(study.QUICK) + study.study_runs(
-        study.QUICK, 0.01)
+    planned = regime.sweep_runs(regime.QUICK) + regime.study_runs(
+        regime.QUICK, 0.01)
     assert sorted(r['name'] for r in rows) == sorted(r.name for r in planned)
     for row in rows:
         assert row['diverged'] or 0 <= row['top1'] <= 1
         # A run that diverged before its first log line has no log.
         assert row['diverged'] or os.path.exists(
-            study.result_path(results, row['name'])[:-5] + '.log.json')
+            runner.result_path(results, row['name'])[:-5] + '.log.json')
     text = open(page).read()
     assert '23 of 23 runs finished' in text
     assert '6 of 6 plateau runs finished' in text
@@ -46,7 +48,7 @@ def test_quick_study_runs_skips_and_resumes(tmp_path):
 
     # A finished run is skipped; one without its result resumes from its
     # final snapshot instead of training again.
-    os.remove(study.result_path(results, 'akiba2017-k4-seed0'))
+    os.remove(runner.result_path(results, 'akiba2017-k4-seed0'))
     stdout = run()
     assert stdout.count(' top-1 ') == 1 and 'akiba2017-k4-seed0' in stdout
     assert 'resuming from' in open(os.path.join(

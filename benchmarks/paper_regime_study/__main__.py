@@ -1,0 +1,79 @@
+"""Runs (or continues) the study and regenerates its page.
+
+    python -m benchmarks.paper_regime_study [--jobs 2] [--quick]
+    python -m benchmarks.paper_regime_study --report-only
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+from benchmarks import paper_regime_study
+from benchmarks.paper_regime_study.regime import FULL
+from benchmarks.paper_regime_study.regime import QUICK
+from benchmarks.paper_regime_study.report import write_page
+from benchmarks.paper_regime_study.runner import check_plan
+from benchmarks.paper_regime_study.runner import run_study
+from datasets import make_demo
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+TRAINER = os.path.join(REPO, 'train_imagenet.py')
+RESULTS = os.path.join(REPO, 'docs', 'large_batch_study')
+PAGE = os.path.join(REPO, 'docs', 'large_batch_study.md')
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        prog='python -m benchmarks.paper_regime_study',
+        description=paper_regime_study.__doc__.split('\n')[0])
+    parser.add_argument('--out', default=os.path.join(
+        REPO, 'result', 'paper_regime_study'),
+        help='run directories and data (default: result/paper_regime_study)')
+    parser.add_argument('--results', default=RESULTS,
+                        help='finished runs and results.json (default: '
+                             'docs/large_batch_study)')
+    parser.add_argument('--page', default=PAGE,
+                        help='page to regenerate (default: '
+                             'docs/large_batch_study.md)')
+    parser.add_argument('--trainer', default=TRAINER,
+                        help='train_imagenet.py to run (default: this '
+                             'tree\'s); its folder is the PYTHONPATH')
+    parser.add_argument('--quick', action='store_true',
+                        help='a few iterations of every run, one seed, on a '
+                             'tiny subset')
+    parser.add_argument('--jobs', type=int, default=1,
+                        help='runs trained at the same time (default 1)')
+    parser.add_argument('--idx-dir', default=make_demo.IDX_DIR,
+                        help='directory of the Fashion-MNIST IDX files')
+    parser.add_argument('--report-only', action='store_true',
+                        help='rewrite results.json and the page only')
+    args = parser.parse_args(argv)
+    if args.jobs <= 0:
+        parser.error('--jobs must be positive, got {}'.format(args.jobs))
+    if not os.path.isfile(args.trainer):
+        parser.error('--trainer {}: no such file'.format(args.trainer))
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    plan = QUICK if args.quick else FULL
+    if args.report_only:
+        check_plan(args.results, plan)
+        write_page(plan, args.results, args.page)
+        return
+    report = [sys.executable, '-m', 'benchmarks.paper_regime_study',
+              '--report-only', '--results', args.results, '--page',
+              args.page] + (['--quick'] if args.quick else [])
+
+    def on_result():  # the page code as it is now, not as it was at start
+        subprocess.call(report, cwd=REPO)
+    run_study(plan, args.out, args.results, args.trainer, args.jobs,
+              args.idx_dir, on_result)
+    write_page(plan, args.results, args.page)
+    print('wrote', args.page)
+
+
+if __name__ == '__main__':
+    main()

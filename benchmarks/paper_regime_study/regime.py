@@ -1,0 +1,188 @@
+"""The study's regime: the plan (data, minibatches, epochs, seeds), the
+configurations compared and the runs that train them, with their
+``train_imagenet.py`` arguments."""
+import collections
+
+
+class Plan(collections.namedtuple('Plan', [
+        'train_per_class', 'val_per_class', 'b_ref', 'bn_batch', 'k',
+        'sweep_ks', 'epochs', 'width', 'crop_size', 'seeds', 'sweep_seeds',
+        'lrs', 'lr_epochs', 'plateau_epochs'])):
+    """The size of a study.
+
+    ``train_per_class`` x 10 training and ``val_per_class`` x 10 test
+    images; the reference's total minibatch ``b_ref``; ``bn_batch`` images
+    per BN batch (virtual worker) at ``k x b_ref`` and at every ``k`` of
+    ``sweep_ks``; ``epochs`` for every run; ResNet-50's width multiplier and
+    the crop side; seeds of the main runs and of the minibatch sweep; the
+    reference's learning rates ``lrs``, each tried for ``lr_epochs``; the
+    epochs of the plateau runs (:func:`plateau_runs`).
+    """
+
+    @property
+    def n_train(self):
+        return 10 * self.train_per_class
+
+
+#: The study: B_ref 12, B = 128 x 12 = 1,536 (2.56% of 60,000, 39 updates
+#: per epoch); see docs/large_batch_study.md for the time budget.
+FULL = Plan(train_per_class=6000, val_per_class=1000, b_ref=12, bn_batch=32,
+            k=128, sweep_ks=(8, 32), epochs=7, width=0.125, crop_size=32,
+            seeds=3, sweep_seeds=2, lrs=(0.005, 0.01, 0.02, 0.04, 0.08),
+            lr_epochs=2, plateau_epochs=21)
+#: A few iterations of every run on a tiny subset.
+QUICK = Plan(train_per_class=8, val_per_class=2, b_ref=2, bn_batch=4, k=4,
+             sweep_ks=(2,), epochs=1, width=0.125, crop_size=32, seeds=1,
+             sweep_seeds=1, lrs=(0.01, 0.02), lr_epochs=1, plateau_epochs=2)
+
+
+class Config(collections.namedtuple('Config', [
+        'name', 'label', 'flags', 'main', 'swept', 'at_b_ref'],
+        defaults=(False,))):
+    """A configuration: its recipe flags, whether its test accuracy is
+    drawn against epochs (``main``), whether it runs at every ``k``
+    (``swept``) and whether it runs at ``b_ref`` (``at_b_ref``, the
+    references) instead of at ``k x b_ref``."""
+
+    def k(self, plan):
+        return 1 if self.at_b_ref else plan.k
+
+    def flag(self, name):
+        return self.flags[self.flags.index(name) + 1] \
+            if name in self.flags else None
+
+
+CONFIGS = [
+    # He et al.'s reference tests with moving averages: the final batch of
+    # a 12-image minibatch is too small a sample of the statistics.
+    Config('reference', 'reference minibatch, momentum SGD, step decay',
+           ['--recipe', 'sgd', '--lr-schedule', 'goyal', '--bn-stats',
+            'moving-average'], True, False, True),
+    Config('sgd', 'linear scaling, constant lr (sgd)', ['--recipe', 'sgd'],
+           True, True),
+    Config('goyal2017', 'Goyal et al. (goyal2017)',
+           ['--recipe', 'goyal2017'], True, True),
+    Config('akiba2017', 'Akiba et al. (akiba2017)',
+           ['--recipe', 'akiba2017'], True, True),
+    Config('you2017', 'LARS, poly(2), label smoothing (you2017)',
+           ['--recipe', 'you2017'], True, True),
+    Config('no-rmsprop-warmup', 'akiba2017 without RMSprop warm-up',
+           ['--recipe', 'akiba2017', '--optimizer', 'momentum-sgd'], False,
+           False),
+    Config('no-slow-start', 'akiba2017 without slow-start (Goyal steps)',
+           ['--recipe', 'akiba2017', '--lr-schedule', 'goyal'], False,
+           False),
+    Config('no-final-batch-bn', 'akiba2017 with moving-average BN',
+           ['--recipe', 'akiba2017', '--bn-stats', 'moving-average'], False,
+           False),
+    Config('no-fp16-allreduce', 'akiba2017 with a float32 all-reduce',
+           ['--recipe', 'akiba2017', '--allreduce-dtype', 'float32'], False,
+           False),
+]
+CONFIG = {c.name: c for c in CONFIGS}
+
+
+def with_zero_init(config, label):
+    """``config`` with goyal2017's zero-init of each block's last BN gamma,
+    neither drawn against epochs nor swept."""
+    return Config(config.name + '-zero-init', label,
+                  config.flags + ['--zero-init-residual'], False, False,
+                  config.at_b_ref)
+
+
+# Not one of the paper's techniques: zero-init added to akiba2017 tests how
+# much of the gap between it and goyal2017 it explains; the reference with
+# it is the baseline for the recipes that have it.
+CONFIGS += [
+    with_zero_init(CONFIG['akiba2017'], 'akiba2017 with zero-init '
+                   '(goyal2017\'s)'),
+    with_zero_init(CONFIG['reference'], 'reference with zero-init')]
+CONFIG.update((c.name, c) for c in CONFIGS[-2:])
+
+
+class Run(collections.namedtuple('Run', [
+        'name', 'config', 'k', 'seed', 'lr', 'epochs', 'stage', 'curve'])):
+    """One training run: ``k`` x ``b_ref`` images per step at base lr
+    ``lr`` for ``epochs``; ``stage`` is 'lr-sweep' or 'study'; it validates
+    every epoch with ``curve``, else at its end only."""
+
+    def total(self, plan):
+        return plan.b_ref * self.k
+
+
+def sweep_runs(plan):
+    return [Run('lrsweep-lr{:g}-seed0'.format(lr), CONFIG['reference'], 1,
+                0, lr, plan.lr_epochs, 'lr-sweep', True) for lr in plan.lrs]
+
+
+#: The configurations also trained for ``plateau_epochs``: the reference
+#: and the three recipes, then the two with zero-init, which the recipes
+#: that have it are compared against.
+PLATEAU_CONFIGS = ('reference', 'goyal2017', 'akiba2017', 'you2017',
+                   'reference-zero-init', 'akiba2017-zero-init')
+
+
+def plateau_runs(plan, lr_ref):
+    """Seed 0 of each of ``PLATEAU_CONFIGS`` at its ``k`` for
+    ``plateau_epochs``, the schedules laid out on them: whether the study's
+    epochs bring the reference to its plateau, and whether RQ1's answer
+    holds there."""
+    runs = []
+    for config in (CONFIG[name] for name in PLATEAU_CONFIGS):
+        k = config.k(plan)
+        runs.append(Run(run_name(config, k, 0, 'plateau-'), config, k, 0,
+                        lr_ref * k, plan.plateau_epochs, 'plateau', True))
+    return runs
+
+
+def study_runs(plan, lr_ref):
+    """Every run of the study at the reference lr ``lr_ref``: seed by seed
+    (so that an early stop leaves whole comparisons), the configurations at
+    ``k`` first (seed 0's followed by the plateau runs), then the smaller
+    ``k`` of the minibatch sweep."""
+    def run(config, k, seed):
+        return Run(run_name(config, k, seed), config, k, seed, lr_ref * k,
+                   plan.epochs, 'study', config.main and k in (1, plan.k))
+    runs = []
+    for seed in range(plan.seeds):
+        runs += [run(config, config.k(plan), seed) for config in CONFIGS]
+        if seed == 0:
+            runs += plateau_runs(plan, lr_ref)
+        if seed < plan.sweep_seeds:
+            runs += [run(config, k, seed) for k in plan.sweep_ks
+                     for config in CONFIGS if config.swept]
+    return runs
+
+
+def run_name(config, k, seed, stage=''):
+    if k == 1:
+        return '{}-{}seed{}'.format(config.name, stage, seed)
+    return '{}-k{}-{}seed{}'.format(config.name, k, stage, seed)
+
+
+def peak_lr(run, plan):
+    """The largest lr of any update of the run (slow-start: 0.5 x base)."""
+    from optimizers import recipes
+    recipe = recipes.resolve(run.config.flag('--recipe'), run.epochs,
+                             lr=run.lr, scale_schedule=True,
+                             lr_schedule=run.config.flag('--lr-schedule'))
+    total = run.total(plan)
+    lr = recipes.hyperparameter_schedules(recipe, total)['lr']
+    updates = -(-run.epochs * plan.n_train // total)
+    return max(lr(i * total / plan.n_train) for i in range(updates))
+
+
+def train_args(run, plan, train, val, out):
+    """The ``train_imagenet.py`` arguments of one run."""
+    total = run.total(plan)
+    batch = min(plan.bn_batch, total)
+    per_epoch = plan.n_train / total
+    return [train, val, '--out', out, '--resume', 'auto',
+            '--seed', str(run.seed), '--width', str(plan.width),
+            '--crop-size', str(plan.crop_size), '--batchsize', str(batch),
+            '--accumulate', str(total // batch), '--epoch', str(run.epochs),
+            '--scale-schedule', '--loaderjob', '0', '--val_batchsize', '500',
+            '--val-interval', str(1 if run.curve else run.epochs),
+            '--snapshot-interval', '1', '--keep-snapshots', '1',
+            '--log-interval', str(max(1, int(per_epoch // 2))),
+            '--lr', '{:g}'.format(run.lr)] + run.config.flags

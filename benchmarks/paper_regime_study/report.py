@@ -1,0 +1,216 @@
+"""The study's report: ``results.json`` (one row per finished run) and
+the generated part of the page (tables, plots, commands, machine and wall
+time), rewritten after every run."""
+import collections
+import json
+import os
+
+import numpy
+
+from benchmarks.large_batch_study import machine
+from benchmarks.paper_regime_study.plots import plot_curves
+from benchmarks.paper_regime_study.plots import plot_plateau
+from benchmarks.paper_regime_study.plots import plot_sweep
+from benchmarks.paper_regime_study.regime import CONFIG
+from benchmarks.paper_regime_study.regime import CONFIGS
+from benchmarks.paper_regime_study.regime import PLATEAU_CONFIGS
+from benchmarks.paper_regime_study.regime import plateau_runs
+from benchmarks.paper_regime_study.regime import run_name
+from benchmarks.paper_regime_study.regime import study_runs
+from benchmarks.paper_regime_study.regime import sweep_runs
+from benchmarks.paper_regime_study.regime import train_args
+from benchmarks.paper_regime_study.runner import choose_lr
+from benchmarks.paper_regime_study.runner import load_results
+from benchmarks.paper_regime_study.runner import write_json
+
+BEGIN, END = '<!-- BEGIN GENERATED -->', '<!-- END GENERATED -->'
+
+
+def write_rows(results):
+    """``results.json``: the plan and one row per finished run."""
+    keys = ('name', 'stage', 'config', 'k', 'total_minibatch', 'share', 'lr',
+            'peak_lr', 'seed', 'epochs', 'top1', 'diverged', 'train_s',
+            'source')
+    rows = [{key: r[key] for key in keys} for r in load_results(results)]
+    with open(os.path.join(results, 'plan.json')) as f:
+        plan = json.load(f)
+    write_json(os.path.join(results, 'results.json'),
+               dict(plan=plan, runs=rows))
+    return rows
+
+
+def summarize(results, stage='study'):
+    """Per (configuration, k) of ``stage``: the top-1 of each seed, mean,
+    sample std (None with fewer than two), diverged runs."""
+    groups = collections.OrderedDict()
+    order = {c.name: i for i, c in enumerate(CONFIGS)}
+    for r in sorted(results, key=lambda r: (order[r['config']], r['k'],
+                                            r['lr'], r['seed'])):
+        if r['stage'] == stage:
+            groups.setdefault((r['config'], r['k'], r['lr']), []).append(r)
+    rows = []
+    for (config, k, lr), mine in groups.items():
+        top1 = [r['top1'] for r in mine if not r['diverged']]
+        rows.append(dict(
+            config=config, k=k, lr=lr, peak_lr=mine[0]['peak_lr'],
+            total=mine[0]['total_minibatch'], share=mine[0]['share'],
+            seeds=[r['seed'] for r in mine], top1=top1,
+            diverged=sum(r['diverged'] for r in mine),
+            mean=float(numpy.mean(top1)) if top1 else None,
+            std=float(numpy.std(top1, ddof=1)) if len(top1) > 1 else None))
+    return rows
+
+
+def fmt_percent(value):
+    return '-' if value is None else '{:.2f}'.format(100 * value)
+
+
+def table(rows):
+    if not rows:
+        return '(no run finished yet)'
+    lines = ['| configuration | k | total minibatch (% of set) | peak lr | '
+             'runs | diverged | top-1 % mean | std | per seed |',
+             '|---|---|---|---|---|---|---|---|---|']
+    for row in rows:
+        lines.append('| `{}` | {} | {} ({:.2f}%) | {:.4g} | {} | {} | {} | {}'
+                     ' | {} |'.format(
+                         row['config'], row['k'], row['total'],
+                         100 * row['share'], row['peak_lr'],
+                         len(row['seeds']), row['diverged'],
+                         fmt_percent(row['mean']), fmt_percent(row['std']),
+                         ', '.join(fmt_percent(t) for t in row['top1'])))
+    return '\n'.join(lines)
+
+
+def plateau_pairs(results, plan):
+    """``(config, k, study run, plateau run)`` of seed 0 for every plateau
+    run that finished; the study run is None before it finished."""
+    found = {(r['stage'], r['name']): r for r in results}
+    pairs = []
+    for run in plateau_runs(plan, 1.0):
+        long = found.get(('plateau', run.name))
+        if long is not None:
+            pairs.append((run.config.name, run.k, found.get((
+                'study', run_name(run.config, run.k, 0))), long))
+    return pairs
+
+
+def generated_text(plan, results, results_dir, page):
+    """The generated part of the page: progress, tables, plots, commands,
+    machine and wall time."""
+    rel = os.path.relpath(results_dir, os.path.dirname(os.path.abspath(page)))
+    lr_ref = choose_lr(results, plan)
+    planned = len(sweep_runs(plan)) + len(study_runs(plan, 1.0))
+    study = summarize(results)
+    at_k = [r for r in study if r['k'] in (1, plan.k)]
+    swept = [r for r in study
+             if r['k'] == 1 or CONFIG[r['config']].swept]
+    text = [
+        '## Results',
+        '',
+        '{} of {} runs finished ({} diverged); the study continues where '
+        'it stopped with the command below.'.format(
+            len(results), planned, sum(r['diverged'] for r in results)),
+        '',
+        '### Learning-rate sweep of the reference ({} images per step, {} '
+        'epochs, seed 0)'.format(plan.b_ref, plan.lr_epochs),
+        '',
+        table(summarize(results, 'lr-sweep')),
+        '',
+        'Chosen reference lr: {}.'.format(
+            'not yet (sweep unfinished)' if lr_ref is None else
+            '**{:g}**, so **{:g}** at k = {} (linear scaling)'.format(
+                lr_ref, lr_ref * plan.k, plan.k)),
+        '',
+        '### At k = {}: {} images per step ({:.2f}% of the set), {} epochs'
+        .format(plan.k, plan.b_ref * plan.k,
+                100 * plan.b_ref * plan.k / plan.n_train, plan.epochs),
+        '',
+        table(at_k),
+        '',
+    ]
+    if at_k:
+        plot_curves(results, plan.k, os.path.join(results_dir, 'curves.png'))
+        text += ['![test top-1 against epochs at k = {}]({}/curves.png)'
+                 .format(plan.k, rel), '']
+    pairs = plateau_pairs(results, plan)
+    text += ['### {} epochs against {} (seed 0)'.format(
+        plan.epochs, plan.plateau_epochs), '', '{} of {} plateau runs '
+        'finished: {}, each schedule laid out on {} epochs.'.format(
+            len(pairs), len(PLATEAU_CONFIGS), ', '.join(PLATEAU_CONFIGS),
+            plan.plateau_epochs), '']
+    if pairs:
+        text += ['| configuration | k | top-1 % in {} epochs | in {} | '
+                 'difference |'.format(plan.epochs, plan.plateau_epochs),
+                 '|---|---|---|---|---|']
+        for config, k, short, long in pairs:
+            top1 = [None if r is None else r['top1'] for r in (short, long)]
+            text.append('| `{}` | {} | {} | {} | {} |'.format(
+                config, k, fmt_percent(top1[0]), fmt_percent(top1[1]),
+                '-' if None in top1 else '{:+.2f}'.format(
+                    100 * (top1[1] - top1[0]))))
+        plot_plateau(pairs, plan, os.path.join(results_dir, 'plateau.png'))
+        text += ['', '![test top-1 against epochs, {} and {} epochs]'
+                 '({}/plateau.png)'.format(plan.epochs, plan.plateau_epochs,
+                                           rel), '']
+    text += ['### Final top-1 against the total minibatch', '',
+             table(swept), '']
+    if swept:
+        plot_sweep(swept, os.path.join(results_dir, 'sweep.png'))
+        text += ['![final top-1 against total minibatch]({}/sweep.png)'
+                 .format(rel), '']
+    examples = [sweep_runs(plan)[0]] + [
+        run for run in (study_runs(plan, lr_ref) if lr_ref else [])
+        if run.seed == 0 and (run.k in (1, plan.k) or run.config.name
+                              == 'akiba2017')]
+    walls = [r['train_s'] for r in results]
+    span = (max(r['finished'] for r in results) -
+            min(r['finished'] - r['wall_s'] for r in results)
+            if results else 0)
+    text += [
+        '## Commands',
+        '',
+        '`python -m benchmarks.paper_regime_study --jobs 2` runs (or '
+        'continues) the whole study and rewrites this section; each run is '
+        '`mpiexec -n 1 -x OMP_NUM_THREADS=1 python train_imagenet.py` with '
+        'the arguments below (seed 0 shown; the other swept lrs, seeds and '
+        'k change only `--lr`, `--seed`, `--out`, `--accumulate` and '
+        '`--log-interval`):',
+        '',
+        '```',
+        *('python train_imagenet.py ' + ' '.join(train_args(
+            run, plan, 'OUT/data/train.npz', 'OUT/data/val.npz',
+            'OUT/runs/' + run.name)) for run in examples),
+        '```',
+        '',
+        '## Machine and wall time',
+        '',
+        '- {}'.format(machine()),
+        '- trained by: {}'.format('; '.join(sorted(
+            set(r['source'] for r in results))) or '-'),
+        '- {} runs, {:.1f} h of training time (the trainer\'s clock) in '
+        'all; {:.1f} h from the first start to the last finish'.format(
+            len(results), sum(walls) / 3600, span / 3600),
+    ]
+    return '\n'.join(text)
+
+
+def write_page(plan, results_dir, page):
+    """Regenerate the part of ``page`` between the markers (all of a new
+    page) and ``results.json``."""
+    write_rows(results_dir)
+    results = load_results(results_dir)
+    block = '{}\n{}\n{}'.format(
+        BEGIN, generated_text(plan, results, results_dir, page), END)
+    text = ''
+    if os.path.exists(page):
+        with open(page) as f:
+            text = f.read()
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + block + rest.split(END, 1)[1]
+    else:
+        text = text + '\n' + block + '\n'
+    with open(page + '.tmp', 'w') as f:
+        f.write(text)
+    os.replace(page + '.tmp', page)

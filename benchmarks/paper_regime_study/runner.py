@@ -1,0 +1,233 @@
+"""Training the study's runs: each in its own locked directory, resumed
+from its newest snapshot, its result and log copied to the results folder
+when it finishes; a run whose result is there is skipped."""
+import concurrent.futures
+import fcntl
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+from benchmarks.large_batch_study import mpi_command
+from benchmarks.large_batch_study import read_log
+from benchmarks.paper_regime_study.regime import peak_lr
+from benchmarks.paper_regime_study.regime import study_runs
+from benchmarks.paper_regime_study.regime import sweep_runs
+from benchmarks.paper_regime_study.regime import train_args
+from datasets import in_memory
+from datasets import make_demo
+from datasets.transforms import resize_for
+
+DIVERGED = 3  # train_imagenet.py's exit status on a non-finite gradient
+
+
+def prepare_data(root, idx_dir, plan):
+    """The training subset and the test set as ``.npz`` of images decoded
+    at the resized side, made once under ``root/data`` from JPEGs; return
+    their paths."""
+    data = os.path.join(root, 'data')
+    paths = [os.path.join(data, split + '.npz') for split in ('train', 'val')]
+    if all(os.path.exists(p) for p in paths):
+        return paths
+    if not os.path.isdir(idx_dir):
+        raise SystemExit(
+            'paper_regime_study: no Fashion-MNIST in {}; install it with '
+            '`apt-get install dataset-fashion-mnist` or pass --idx-dir'
+            .format(idx_dir))
+    for (split, stem, per_class), path in zip(
+            (('train', 'train', plan.train_per_class),
+             ('val', 't10k', plan.val_per_class)), paths):
+        folder = os.path.join(data, split)
+        if not os.path.isdir(folder):
+            shutil.rmtree(folder + '.partial', ignore_errors=True)
+            make_demo.write_split(
+                make_demo.read_idx(make_demo.find_idx(
+                    idx_dir, stem + '-images-idx3')),
+                make_demo.read_idx(make_demo.find_idx(
+                    idx_dir, stem + '-labels-idx1')),
+                per_class, folder + '.partial')
+            os.replace(folder + '.partial', folder)
+        in_memory.pack(folder, path, resize_for(plan.crop_size))
+    return paths
+
+
+def validation_curve(entries, total, n_train):
+    """``[(epoch, top-1), ...]`` from a run's log entries."""
+    return [(entry['iteration'] * total / n_train,
+             entry['validation/main/accuracy'])
+            for entry in entries if 'validation/main/accuracy' in entry]
+
+
+def source_of(trainer):
+    """What trained: the SOURCE note of a frozen copy, else the commit."""
+    folder = os.path.dirname(os.path.abspath(trainer))
+    note = os.path.join(folder, 'SOURCE')
+    if os.path.exists(note):
+        with open(note) as f:
+            return f.read().strip()
+    head = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'],
+                          cwd=folder, capture_output=True, text=True)
+    return 'git {} (working tree)'.format(head.stdout.strip() or '?')
+
+
+def result_path(results, name):
+    return os.path.join(results, 'runs', name + '.json')
+
+
+def held(lock_path):
+    """Whether another process holds the lock of a run directory."""
+    if not os.path.exists(lock_path):
+        return False
+    with open(lock_path) as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+    return False
+
+
+def run_one(run, plan, data, root, results, trainer):
+    """Train (or resume, or skip) one run; return its result, or None when
+    it failed or another driver holds it."""
+    path = result_path(results, run.name)
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    run_dir = os.path.join(root, 'runs', run.name)
+    os.makedirs(run_dir, exist_ok=True)
+    with open(os.path.join(run_dir, 'lock'), 'w') as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None
+        return _train(run, plan, data, run_dir, path, trainer)
+
+
+def _train(run, plan, data, run_dir, path, trainer):
+    total = run.total(plan)
+    args = train_args(run, plan, *data, run_dir)
+    env = dict(os.environ, OMP_NUM_THREADS='1', OPENBLAS_NUM_THREADS='1',
+               PYTHONPATH=os.path.dirname(os.path.abspath(trainer)))
+    start = time.time()
+    with open(os.path.join(run_dir, 'train.out'), 'a') as out:
+        out.write('$ {}\n'.format(' '.join(map(shlex.quote, args))))
+        out.flush()
+        status = subprocess.call(mpi_command(args, trainer), env=env,
+                                 stdout=out, stderr=subprocess.STDOUT)
+    wall = time.time() - start
+    entries = read_log(run_dir)
+    curve = validation_curve(entries, total, plan.n_train)
+    if status not in (0, DIVERGED):
+        print('paper_regime_study: {} exited {}; see {} (rerun to resume)'
+              .format(run.name, status, os.path.join(run_dir, 'train.out')),
+              file=sys.stderr, flush=True)
+        return None
+    if status == 0 and (not curve or not 0 <= curve[-1][0] - run.epochs <
+                        total / plan.n_train + 1e-9):
+        print('paper_regime_study: {}: no validation at epoch {} in its log'
+              .format(run.name, run.epochs), file=sys.stderr, flush=True)
+        return None
+    result = dict(
+        name=run.name, stage=run.stage, config=run.config.name, k=run.k,
+        total_minibatch=total, share=total / plan.n_train, lr=run.lr,
+        peak_lr=peak_lr(run, plan), seed=run.seed, epochs=run.epochs,
+        top1=curve[-1][1] if status == 0 else None,
+        diverged=status == DIVERGED, curve=curve, wall_s=wall,
+        # the trainer's own clock, which a resumed run continues
+        train_s=entries[-1]['elapsed_time'] if entries else wall,
+        finished=time.time(), source=source_of(trainer))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if entries:  # none when it diverged before its first log line
+        shutil.copyfile(os.path.join(run_dir, 'log'),
+                        path[:-len('.json')] + '.log.json')
+    write_json(path, result)
+    print('{:>28}: {} ({:.0f} s)'.format(
+        run.name, 'diverged' if result['diverged']
+        else 'top-1 {:.4f}'.format(result['top1']), wall), flush=True)
+    return result
+
+
+def write_json(path, value):
+    """``value`` as JSON at ``path``, written whole or not at all."""
+    with open(path + '.tmp', 'w') as f:
+        json.dump(value, f, indent=1)
+    os.replace(path + '.tmp', path)
+
+
+def load_results(results):
+    folder = os.path.join(results, 'runs')
+    if not os.path.isdir(folder):
+        return []
+    found = []
+    for name in sorted(os.listdir(folder)):
+        if name.endswith('.json') and not name.endswith('.log.json'):
+            with open(os.path.join(folder, name)) as f:
+                found.append(json.load(f))
+    return found
+
+
+def choose_lr(results, plan):
+    """The swept lr with the best final top-1 (None before every swept lr
+    has a result)."""
+    swept = {r['lr']: r for r in results if r['stage'] == 'lr-sweep'}
+    if any(lr not in swept for lr in plan.lrs):
+        return None
+    return max(plan.lrs, key=lambda lr: -1 if swept[lr]['diverged']
+               else swept[lr]['top1'])
+
+
+def check_plan(results, plan):
+    """Keep the plan with the results; refuse another one (more or fewer
+    seeds are the same study)."""
+    path = os.path.join(results, 'plan.json')
+    stored = None
+    if os.path.exists(path):
+        with open(path) as f:
+            stored = json.load(f)
+    mine = json.loads(json.dumps(plan._asdict()))
+    ignore = dict(seeds=0, sweep_seeds=0)
+    if stored is not None and dict(stored, **ignore) != dict(mine, **ignore):
+        raise SystemExit('paper_regime_study: {} holds a study with another '
+                         'plan ({}); use another --results'.format(
+                             results, stored))
+    os.makedirs(results, exist_ok=True)
+    write_json(path, mine)
+
+
+def run_all(runs, plan, data, root, results, trainer, jobs, on_result):
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        futures = [pool.submit(run_one, run, plan, data, root, results,
+                               trainer) for run in runs]
+        done = []
+        for future in concurrent.futures.as_completed(futures):
+            done.append(future.result())
+            on_result()
+        return done
+
+
+def run_study(plan, root, results, trainer, jobs, idx_dir, on_result,
+              poll_s=60):
+    """The lr sweep, then every run of the study at the chosen lr."""
+    check_plan(results, plan)
+    data = prepare_data(root, idx_dir, plan)
+    run_all(sweep_runs(plan), plan, data, root, results, trainer, jobs,
+            on_result)
+    lr_ref = choose_lr(load_results(results), plan)
+    while lr_ref is None:  # another process still trains a swept lr
+        missing = [run.name for run in sweep_runs(plan)
+                   if not os.path.exists(result_path(results, run.name))]
+        if not any(held(os.path.join(root, 'runs', name, 'lock'))
+                   for name in missing):
+            raise SystemExit('paper_regime_study: the lr sweep did not '
+                             'finish ({}); see their train.out and rerun'
+                             .format(', '.join(missing)))
+        time.sleep(poll_s)
+        run_all(sweep_runs(plan), plan, data, root, results, trainer, jobs,
+                on_result)
+        lr_ref = choose_lr(load_results(results), plan)
+    print('reference lr', lr_ref, flush=True)
+    run_all(study_runs(plan, lr_ref), plan, data, root, results, trainer,
+            jobs, on_result)
