@@ -6,6 +6,10 @@ all-reduced gradient holding inf or NaN: every worker sees the same reduced
 buffer, so all raise together, before the optimizer applies it.
 """
 
+#: The exit status of a job ended by a ``NonFiniteGradientError``, which the
+#: study drivers record as a diverged run.
+DIVERGED_STATUS = 3
+
 
 class InputError(ValueError):
     """Bad input: its message is one line naming the file, line or flag."""

@@ -33,7 +33,6 @@ import collections
 import concurrent.futures
 import json
 import os
-import platform
 import shlex
 import shutil
 import subprocess
@@ -42,11 +41,13 @@ import time
 
 import numpy
 
+from benchmarks.trainer_runs import machine
+from benchmarks.trainer_runs import mpi_command
+from benchmarks.trainer_runs import read_log
+from benchmarks.trainer_runs import REPO
+from benchmarks.trainer_runs import validation_curve
 from datasets import make_demo
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TRAINER = os.path.join(REPO, 'train_imagenet.py')
-DIVERGED = 3  # train_imagenet.py's exit status on a non-finite gradient
+from errors import DIVERGED_STATUS
 
 
 class Plan(collections.namedtuple('Plan', [
@@ -153,31 +154,6 @@ def train_args(config, seed, plan, train, val, out):
                 per_epoch, per_epoch // 4))] + config.flags
 
 
-def mpi_command(args, trainer=TRAINER):
-    """``python trainer args`` on one MPI process."""
-    mpiexec = os.path.join(os.path.dirname(sys.executable), 'mpiexec')
-    cmd = [mpiexec, '--oversubscribe', '-n', '1', '-x', 'OMP_NUM_THREADS']
-    if os.geteuid() == 0:
-        cmd.append('--allow-run-as-root')
-    return cmd + [sys.executable, trainer] + args
-
-
-def read_log(run_dir):
-    """The entries of a run's ``log`` (none before its first)."""
-    path = os.path.join(run_dir, 'log')
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return json.load(f)
-
-
-def validation_curve(entries, total, plan):
-    """``[(epoch, top-1), ...]`` from a run's log entries."""
-    return [(entry['iteration'] * total / plan.n_train,
-             entry['validation/main/accuracy'])
-            for entry in entries if 'validation/main/accuracy' in entry]
-
-
 def run_one(config, seed, plan, train, val, root):
     """Train (or resume, or skip) one run; return its ``result.json``."""
     run_dir = os.path.join(root, '{}-seed{}'.format(config.name, seed))
@@ -198,9 +174,9 @@ def run_one(config, seed, plan, train, val, root):
                                  stdout=out, stderr=subprocess.STDOUT)
     wall = time.time() - start
     entries = read_log(run_dir)
-    curve = validation_curve(entries, total, plan)
+    curve = validation_curve(entries, total, plan.n_train)
     final_epoch = plan.epochs
-    if status == DIVERGED:
+    if status == DIVERGED_STATUS:
         top1 = None
     elif status != 0:
         print('large_batch_study: {} exited {}; see {} (rerun to resume)'
@@ -213,7 +189,7 @@ def run_one(config, seed, plan, train, val, root):
     else:
         top1 = curve[-1][1]
     result = dict(config=config.name, seed=seed, total_minibatch=total,
-                  top1=top1, diverged=status == DIVERGED, curve=curve,
+                  top1=top1, diverged=status == DIVERGED_STATUS, curve=curve,
                   wall_s=wall, finished=time.time(),
                   # the trainer's own clock, which a resumed run continues
                   train_s=entries[-1]['elapsed_time'] if entries else wall)
@@ -332,20 +308,6 @@ def results_table(rows, plan):
             fmt_percent(row['std']),
             ', '.join(fmt_percent(t) for t in row['top1'])))
     return '\n'.join(lines)
-
-
-def machine():
-    model = platform.processor() or platform.machine()
-    try:
-        with open('/proc/cpuinfo') as f:
-            model = next(line.split(':', 1)[1].strip() for line in f
-                         if line.startswith('model name'))
-    except (OSError, StopIteration):
-        pass
-    import chainer
-    return '{} x {} cores ({}), Python {}, Chainer {}, NumPy {}'.format(
-        model, os.cpu_count(), platform.system(),
-        platform.python_version(), chainer.__version__, numpy.__version__)
 
 
 def write_report(plan, results, page, figure):

@@ -17,6 +17,7 @@ import os
 import sys
 import traceback
 
+from errors import DIVERGED_STATUS
 from errors import InputError
 from errors import NonFiniteGradientError
 from errors import ParameterError
@@ -84,7 +85,7 @@ def ending_the_job(out):
         if _world().rank == 0:
             _error('training diverged: {}; the snapshots in {} are untouched'
                    .format(e, out))
-        sys.exit(3)
+        sys.exit(DIVERGED_STATUS)
     except Exception:
         traceback.print_exc()
         sys.stderr.flush()

@@ -14,11 +14,10 @@ from benchmarks.paper_regime_study.regime import QUICK
 from benchmarks.paper_regime_study.report import write_page
 from benchmarks.paper_regime_study.runner import check_plan
 from benchmarks.paper_regime_study.runner import run_study
+from benchmarks.trainer_runs import REPO
+from benchmarks.trainer_runs import TRAINER
 from datasets import make_demo
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))))
-TRAINER = os.path.join(REPO, 'train_imagenet.py')
 RESULTS = os.path.join(REPO, 'docs', 'large_batch_study')
 PAGE = os.path.join(REPO, 'docs', 'large_batch_study.md')
 

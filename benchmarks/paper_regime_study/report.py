@@ -7,7 +7,6 @@ import os
 
 import numpy
 
-from benchmarks.large_batch_study import machine
 from benchmarks.paper_regime_study.plots import plot_curves
 from benchmarks.paper_regime_study.plots import plot_plateau
 from benchmarks.paper_regime_study.plots import plot_sweep
@@ -22,6 +21,7 @@ from benchmarks.paper_regime_study.regime import train_args
 from benchmarks.paper_regime_study.runner import choose_lr
 from benchmarks.paper_regime_study.runner import load_results
 from benchmarks.paper_regime_study.runner import write_json
+from benchmarks.trainer_runs import machine
 
 BEGIN, END = '<!-- BEGIN GENERATED -->', '<!-- END GENERATED -->'
 

@@ -11,17 +11,17 @@ import subprocess
 import sys
 import time
 
-from benchmarks.large_batch_study import mpi_command
-from benchmarks.large_batch_study import read_log
 from benchmarks.paper_regime_study.regime import peak_lr
 from benchmarks.paper_regime_study.regime import study_runs
 from benchmarks.paper_regime_study.regime import sweep_runs
 from benchmarks.paper_regime_study.regime import train_args
+from benchmarks.trainer_runs import mpi_command
+from benchmarks.trainer_runs import read_log
+from benchmarks.trainer_runs import validation_curve
 from datasets import in_memory
 from datasets import make_demo
 from datasets.transforms import resize_for
-
-DIVERGED = 3  # train_imagenet.py's exit status on a non-finite gradient
+from errors import DIVERGED_STATUS
 
 
 def prepare_data(root, idx_dir, plan):
@@ -52,13 +52,6 @@ def prepare_data(root, idx_dir, plan):
             os.replace(folder + '.partial', folder)
         in_memory.pack(folder, path, resize_for(plan.crop_size))
     return paths
-
-
-def validation_curve(entries, total, n_train):
-    """``[(epoch, top-1), ...]`` from a run's log entries."""
-    return [(entry['iteration'] * total / n_train,
-             entry['validation/main/accuracy'])
-            for entry in entries if 'validation/main/accuracy' in entry]
 
 
 def source_of(trainer):
@@ -120,7 +113,7 @@ def _train(run, plan, data, run_dir, path, trainer):
     wall = time.time() - start
     entries = read_log(run_dir)
     curve = validation_curve(entries, total, plan.n_train)
-    if status not in (0, DIVERGED):
+    if status not in (0, DIVERGED_STATUS):
         print('paper_regime_study: {} exited {}; see {} (rerun to resume)'
               .format(run.name, status, os.path.join(run_dir, 'train.out')),
               file=sys.stderr, flush=True)
@@ -135,7 +128,7 @@ def _train(run, plan, data, run_dir, path, trainer):
         total_minibatch=total, share=total / plan.n_train, lr=run.lr,
         peak_lr=peak_lr(run, plan), seed=run.seed, epochs=run.epochs,
         top1=curve[-1][1] if status == 0 else None,
-        diverged=status == DIVERGED, curve=curve, wall_s=wall,
+        diverged=status == DIVERGED_STATUS, curve=curve, wall_s=wall,
         # the trainer's own clock, which a resumed run continues
         train_s=entries[-1]['elapsed_time'] if entries else wall,
         finished=time.time(), source=source_of(trainer))
