@@ -3,6 +3,8 @@ configurations compared and the runs that train them, with their
 ``train_imagenet.py`` arguments."""
 import collections
 
+from optimizers import recipes
+
 
 class Plan(collections.namedtuple('Plan', [
         'train_per_class', 'val_per_class', 'b_ref', 'bn_batch', 'k',
@@ -100,6 +102,15 @@ CONFIGS += [
 CONFIG.update((c.name, c) for c in CONFIGS[-2:])
 
 
+def baseline(config):
+    """The reference ``config`` is read against: the one with the same
+    zero-init choice (its flag or its recipe's), which alone moves top-1 by
+    points at this size."""
+    zero_init = ('--zero-init-residual' in config.flags or recipes.resolve(
+        config.flag('--recipe')).zero_init_residual)
+    return CONFIG['reference-zero-init' if zero_init else 'reference']
+
+
 class Run(collections.namedtuple('Run', [
         'name', 'config', 'k', 'seed', 'lr', 'epochs', 'stage', 'curve'])):
     """One training run: ``k`` x ``b_ref`` images per step at base lr
@@ -162,7 +173,6 @@ def run_name(config, k, seed, stage=''):
 
 def peak_lr(run, plan):
     """The largest lr of any update of the run (slow-start: 0.5 x base)."""
-    from optimizers import recipes
     recipe = recipes.resolve(run.config.flag('--recipe'), run.epochs,
                              lr=run.lr, scale_schedule=True,
                              lr_schedule=run.config.flag('--lr-schedule'))

@@ -147,8 +147,58 @@ def test_the_page_keeps_its_text_around_the_generated_block(tmp_path):
     text = open(page).read()
     assert text.startswith('# Title\n') and text.endswith('## Reading\n')
     assert 'old' not in text and '0 of 23 runs finished' in text
+    assert 'no pair of a run and its reference finished yet' in text
     with open(os.path.join(results, 'results.json')) as f:
         assert json.load(f)['runs'] == []
+
+
+def test_each_recipe_is_read_against_the_reference_with_its_zero_init():
+    names = {name: regime.baseline(regime.CONFIG[name]).name
+             for name in ('sgd', 'goyal2017', 'akiba2017', 'you2017',
+                          'no-slow-start', 'akiba2017-zero-init')}
+    assert names == dict(
+        sgd='reference', goyal2017='reference-zero-init',
+        akiba2017='reference', you2017='reference',
+        **{'no-slow-start': 'reference',
+           'akiba2017-zero-init': 'reference-zero-init'})
+
+
+def study_result(config, k, seed, top1):
+    return dict(stage='study', config=config, k=k, seed=seed,
+                top1=top1, diverged=top1 is None)
+
+
+def test_gaps_pair_each_run_with_its_reference_of_the_same_seed():
+    results = [
+        study_result('reference', 1, 0, 0.80),
+        study_result('reference', 1, 1, 0.82),
+        study_result('reference-zero-init', 1, 0, 0.85),
+        study_result('akiba2017', 128, 0, 0.75),
+        study_result('akiba2017', 128, 1, 0.79),
+        study_result('akiba2017', 32, 0, 0.81),
+        study_result('goyal2017', 128, 0, 0.84),
+        study_result('goyal2017', 128, 1, None),  # no reference-zero-init 1
+        study_result('sgd', 128, 0, None),
+        study_result('you2017', 128, 2, 0.80),  # no reference of seed 2
+    ]
+    rows = {(r['config'], r['k']): r for r in report.gaps(results)}
+    assert list(rows) == [('sgd', 128), ('goyal2017', 128),
+                          ('akiba2017', 128), ('akiba2017', 32)]
+    akiba = rows['akiba2017', 128]
+    assert akiba['baseline'] == 'reference' and akiba['seeds'] == [0, 1]
+    assert akiba['gaps'] == pytest.approx([-0.05, -0.03])
+    assert akiba['mean'] == pytest.approx(-0.04)
+    assert akiba['std'] == pytest.approx(0.02 / 2 ** 0.5)
+    goyal = rows['goyal2017', 128]
+    assert goyal['baseline'] == 'reference-zero-init'
+    assert goyal['seeds'] == [0] and goyal['gaps'] == [pytest.approx(-0.01)]
+    assert goyal['std'] is None
+    assert rows['sgd', 128]['gaps'] == [None]
+    assert rows['sgd', 128]['mean'] is None
+    text = report.gap_table(report.gaps(results))
+    assert '| `akiba2017` | 128 | `reference` | 2 | -4.00 | 1.41 | ' \
+        '-5.00, -3.00 |' in text
+    assert '| `sgd` | 128 | `reference` | 1 | - | - | diverged |' in text
 
 
 def test_missing_fashion_mnist_says_how_to_install_it(tmp_path):
