@@ -40,13 +40,7 @@ def chainer_step(device, size, batchsize, recipe):
     """One training step of ResNet-50 on ``device``, and the optimizer."""
     model = models.ResNet50()
     model.to_device(device)
-    optimizer = recipes.create_optimizer(recipe)
-    for attr, schedule in recipes.hyperparameter_schedules(
-            recipe, batchsize).items():
-        setattr(optimizer, attr, schedule(0.0))
-    optimizer.lr = 0
-    optimizer.setup(model)
-    recipes.add_hooks(optimizer, recipe)
+    optimizer = train_step.frozen_optimizer(model, recipe, batchsize)
     rng = numpy.random.RandomState(1)
     x = device.send(rng.randn(batchsize, 3, size, size).astype(numpy.float32))
     t = device.send(rng.randint(0, 1000, batchsize).astype(numpy.int32))

@@ -93,6 +93,23 @@ class FlopCounter(chainer.LinkHook):
         self.training += flops * (3 if needs_gx else 2)
 
 
+def frozen_optimizer(model, recipe, batchsize):
+    """The recipe's optimizer on ``model`` at its epoch-0 values, lr 0.
+
+    The update does all of its arithmetic but leaves the weights as they
+    were, so every timed step sees the same numbers (see the module's
+    docstring for why that matters on CPUs).
+    """
+    optimizer = recipes.create_optimizer(recipe)
+    for attr, schedule in recipes.hyperparameter_schedules(
+            recipe, batchsize).items():
+        setattr(optimizer, attr, schedule(0.0))
+    optimizer.lr = 0
+    optimizer.setup(model)
+    recipes.add_hooks(optimizer, recipe)
+    return optimizer
+
+
 def chainer_step(size, batchsize, recipe):
     """A closure running one training step, its FLOPs per image, optimizer.
 
@@ -101,13 +118,7 @@ def chainer_step(size, batchsize, recipe):
     functions through the same layers (``--stock``).
     """
     model = models.ResNet50(layers=cpu_engine)
-    optimizer = recipes.create_optimizer(recipe)
-    for attr, schedule in recipes.hyperparameter_schedules(
-            recipe, batchsize).items():
-        setattr(optimizer, attr, schedule(0.0))
-    optimizer.lr = 0
-    optimizer.setup(model)
-    recipes.add_hooks(optimizer, recipe)
+    optimizer = frozen_optimizer(model, recipe, batchsize)
     rng = numpy.random.RandomState(1)
     x = rng.randn(batchsize, 3, size, size).astype(numpy.float32)
     t = rng.randint(0, 1000, batchsize).astype(numpy.int32)
