@@ -6,59 +6,61 @@ import json
 import pytest
 from PIL import Image
 
-from benchmarks import scaling_model as sm
+from benchmarks.scaling_model import __main__ as cli
+from benchmarks.scaling_model import hardware, model, presets
 
 # 2 GPUs per node, groups of 2 nodes below leaves with 3:1 uplinks.
-TOY = sm.Cluster(
+TOY = hardware.Cluster(
     name='toy', description='by hand', gpus_per_node=2, images_per_s=100,
     intra_bandwidth=400, intra_latency=0, node_bandwidth=600,
     inter_latency=0, nodes_per_group=2, oversubscription=3,
     ring_order='random', host_to_device=1200, loader_images_per_s=400)
 # 400-byte gradient, 10 images of 1x1 px (120 bytes) per GPU, 800 images.
-TOY_WORK = sm.Workload(batch_per_gpu=10, epochs=2, train_images=800,
-                       parameters=100, allreduce_dtype='float32', crop_size=1)
+TOY_WORK = hardware.Workload(
+    batch_per_gpu=10, epochs=2, train_images=800, parameters=100,
+    allreduce_dtype='float32', crop_size=1)
 
 
 def test_ring_allreduce_by_hand():
-    assert sm.ring_reduce_scatter_time(4, 8.0, 1.0, 0) == 6.0
-    assert sm.ring_allreduce_time(4, 8.0, 1.0, 0) == 12.0   # 2 x 3/4 x 8
-    assert sm.ring_allreduce_time(4, 8.0, 1.0, 0.5) == 15.0  # + 2 x 3 x 0.5
-    assert sm.ring_allreduce_time(1, 8.0, 1.0, 0.5) == 0.0
+    assert model.ring_reduce_scatter_time(4, 8.0, 1.0, 0) == 6.0
+    assert model.ring_allreduce_time(4, 8.0, 1.0, 0) == 12.0   # 2 x 3/4 x 8
+    assert model.ring_allreduce_time(4, 8.0, 1.0, 0.5) == 15.0  # + 2 x 3 x 0.5
+    assert model.ring_allreduce_time(1, 8.0, 1.0, 0.5) == 0.0
 
 
 def test_thin_tree_by_hand():
-    assert sm.cross_group_fraction(2, 2, 'random') == 0.0
-    assert sm.cross_group_fraction(4, 2, 'random') == pytest.approx(2 / 3)
-    assert sm.cross_group_fraction(4, 2, 'grouped') == 0.5
-    assert sm.thin_tree_slowdown(4, TOY) == pytest.approx(2.0)
+    assert model.cross_group_fraction(2, 2, 'random') == 0.0
+    assert model.cross_group_fraction(4, 2, 'random') == pytest.approx(2 / 3)
+    assert model.cross_group_fraction(4, 2, 'grouped') == 0.5
+    assert model.thin_tree_slowdown(4, TOY) == pytest.approx(2.0)
     grouped = dataclasses.replace(TOY, ring_order='grouped')
-    assert sm.thin_tree_slowdown(4, grouped) == pytest.approx(1.5)
+    assert model.thin_tree_slowdown(4, grouped) == pytest.approx(1.5)
     fat = dataclasses.replace(TOY, oversubscription=1)
-    assert sm.thin_tree_slowdown(4, fat) == 1.0
+    assert model.thin_tree_slowdown(4, fat) == 1.0
 
 
 def test_iteration_by_hand():
-    t = sm.iteration_time(8, TOY, TOY_WORK)      # 4 nodes x 2 GPUs
+    t = model.iteration_time(8, TOY, TOY_WORK)      # 4 nodes x 2 GPUs
     assert t.compute == pytest.approx(0.1)        # 10 / 100
     assert t.load == pytest.approx(0.05)          # 10 x 2 / 400, hidden
     assert t.host_to_device == pytest.approx(0.1)  # 120 / 1200
     assert t.intra == pytest.approx(1.0)          # 2 x 1/2 x 400 / 400
     assert t.inter == pytest.approx(2.0)          # 2 x 3/4 x 400 x 2 / 600
     assert t.total == pytest.approx(3.2)
-    assert sm.iterations(8, TOY_WORK) == 20.0     # 2 x 800 / 80
-    assert sm.time_to_train(8, TOY, TOY_WORK) == pytest.approx(64.0)
-    one = sm.iteration_time(1, TOY, TOY_WORK)
+    assert model.iterations(8, TOY_WORK) == 20.0     # 2 x 800 / 80
+    assert model.time_to_train(8, TOY, TOY_WORK) == pytest.approx(64.0)
+    one = model.iteration_time(1, TOY, TOY_WORK)
     assert (one.intra, one.inter) == (0.0, 0.0)
     assert one.load == pytest.approx(0.025)
     slow_loader = dataclasses.replace(TOY, loader_images_per_s=100)
-    assert sm.iteration_time(8, slow_loader, TOY_WORK).worker == (
+    assert model.iteration_time(8, slow_loader, TOY_WORK).worker == (
         pytest.approx(0.3))                       # 20 / 100 + 0.1
-    measured = sm.iteration_time(8, TOY, TOY_WORK, step_time=0.5)
+    measured = model.iteration_time(8, TOY, TOY_WORK, step_time=0.5)
     assert measured.total == pytest.approx(3.5)
 
 
 def test_predict_efficiencies_by_hand():
-    rows = sm.predict([1, 2, 8], TOY, TOY_WORK)
+    rows = model.predict([1, 2, 8], TOY, TOY_WORK)
     assert [r.nodes for r in rows] == [1, 1, 4]
     assert rows[0].efficiency_gpu == 1.0 and rows[0].efficiency_node is None
     assert rows[1].efficiency_node == 1.0
@@ -67,65 +69,65 @@ def test_predict_efficiencies_by_hand():
 
 
 def test_the_paper_preset_lands_within_10_percent_of_15_minutes():
-    mn1 = sm.PRESETS['mn1']
-    assert sm.iterations(1024) == pytest.approx(3519, abs=1)
-    assert sm.time_to_train(1024, mn1) == pytest.approx(15 * 60, rel=0.1)
-    assert sm.iteration_time(1024, mn1).total == pytest.approx(0.256,
-                                                               rel=0.1)
-    (row,) = sm.predict([1024], mn1)
+    mn1 = presets.PRESETS['mn1']
+    assert model.iterations(1024) == pytest.approx(3519, abs=1)
+    assert model.time_to_train(1024, mn1) == pytest.approx(15 * 60, rel=0.1)
+    assert model.iteration_time(1024, mn1).total == pytest.approx(
+        0.256, rel=0.1)
+    (row,) = model.predict([1024], mn1)
     assert row.efficiency_gpu == pytest.approx(0.70, abs=0.05)
     assert row.efficiency_node == pytest.approx(0.80, abs=0.05)
-    fp32 = sm.Workload(allreduce_dtype='float32')
-    assert (sm.time_to_train(1024, mn1, fp32)
-            > 1.2 * sm.time_to_train(1024, mn1))
+    fp32 = hardware.Workload(allreduce_dtype='float32')
+    assert (model.time_to_train(1024, mn1, fp32)
+            > 1.2 * model.time_to_train(1024, mn1))
 
 
-@pytest.mark.parametrize('preset', sorted(sm.PRESETS))
+@pytest.mark.parametrize('preset', sorted(presets.PRESETS))
 def test_monotonic_in_gpus(preset):
-    cluster = sm.PRESETS[preset]
+    cluster = presets.PRESETS[preset]
     counts = list(range(1, 65)) + [2 ** i for i in range(7, 13)]
-    rows = sm.predict(counts, cluster)
+    rows = model.predict(counts, cluster)
     per_iteration = [r.iteration.total for r in rows]
     assert per_iteration == sorted(per_iteration)
     to_train = [r.seconds for r in rows]
     assert all(a > b for a, b in zip(to_train, to_train[1:]))
 
 
-@pytest.mark.parametrize('preset', sorted(sm.PRESETS))
+@pytest.mark.parametrize('preset', sorted(presets.PRESETS))
 @pytest.mark.parametrize('field,factor', [
     ('intra_bandwidth', 2), ('node_bandwidth', 2), ('host_to_device', 2),
     ('loader_images_per_s', 4), ('images_per_s', 2),
     ('intra_latency', 0.5), ('inter_latency', 0.5),
     ('oversubscription', 0.5)])
 def test_faster_hardware_is_never_slower(preset, field, factor):
-    cluster = sm.PRESETS[preset]
+    cluster = presets.PRESETS[preset]
     value = max(1, getattr(cluster, field) * factor) \
         if field == 'oversubscription' else getattr(cluster, field) * factor
     faster = dataclasses.replace(cluster, **{field: value})
     for gpus in (1, 8, 64, 256, 1024, 4096):
-        assert (sm.iteration_time(gpus, faster).total
-                <= sm.iteration_time(gpus, cluster).total)
+        assert (model.iteration_time(gpus, faster).total
+                <= model.iteration_time(gpus, cluster).total)
 
 
 def test_measured_allreduce_round_trips():
-    seconds = sm.ring_allreduce_time(5, 1e6, 3e9, 2e-6)
-    assert sm.bandwidth_from_allreduce(seconds, 5, 1e6, 2e-6) == (
+    seconds = model.ring_allreduce_time(5, 1e6, 3e9, 2e-6)
+    assert model.bandwidth_from_allreduce(seconds, 5, 1e6, 2e-6) == (
         pytest.approx(3e9))
-    mn1, nbytes = sm.PRESETS['mn1'], sm.Workload().gradient_bytes
-    inside = sm.calibrate_allreduce(mn1, 0.02, 8, nbytes)
-    assert sm.iteration_time(8, inside).intra == pytest.approx(0.02)
-    across = sm.calibrate_allreduce(mn1, 0.1, 1024, nbytes)
-    t = sm.iteration_time(1024, across)
+    mn1, nbytes = presets.PRESETS['mn1'], hardware.Workload().gradient_bytes
+    inside = model.calibrate_allreduce(mn1, 0.02, 8, nbytes)
+    assert model.iteration_time(8, inside).intra == pytest.approx(0.02)
+    across = model.calibrate_allreduce(mn1, 0.1, 1024, nbytes)
+    t = model.iteration_time(1024, across)
     assert t.intra + t.inter == pytest.approx(0.1)
     with pytest.raises(ValueError, match='at least 2 processes'):
-        sm.bandwidth_from_allreduce(1.0, 1, 1e6)
+        model.bandwidth_from_allreduce(1.0, 1, 1e6)
     with pytest.raises(ValueError, match='not above'):
-        sm.calibrate_allreduce(mn1, 0.001, 1024, nbytes)
+        model.calibrate_allreduce(mn1, 0.001, 1024, nbytes)
 
 
 def test_cli_table_and_plot(tmp_path, capsys):
     png = tmp_path / 'scaling.png'
-    sm.main(['--gpus', '1', '8', '1024', '--plot', str(png)])
+    cli.main(['--gpus', '1', '8', '1024', '--plot', str(png)])
     out = capsys.readouterr().out
     assert 'paper at 1024 GPUs: 15.0 min' in out
     assert len([line for line in out.splitlines()
@@ -135,15 +137,15 @@ def test_cli_table_and_plot(tmp_path, capsys):
 
 
 def test_cli_modern_cluster_and_measured_figures(capsys):
-    sm.main(['--preset', 'h100', '--gpus', '1024', '--json'])
+    cli.main(['--preset', 'h100', '--gpus', '1024', '--json'])
     (h100,) = json.loads(capsys.readouterr().out)
     assert h100['seconds'] < 5 * 60
-    sm.main(['--gpus', '1024', '--json', '--step-time', '0.1',
+    cli.main(['--gpus', '1024', '--json', '--step-time', '0.1',
              '--allreduce-time', '0.05', '--allreduce-procs', '8'])
     (measured,) = json.loads(capsys.readouterr().out)
     assert measured['iteration']['compute'] == 0.1
     assert measured['iteration']['intra'] == pytest.approx(0.05)
-    sm.main(['--sources', '--node-gbytes-per-s', '25'])
+    cli.main(['--sources', '--node-gbytes-per-s', '25'])
     out = capsys.readouterr().out
     assert 'node_bandwidth = 25 GB/s\n      command line' in out
     assert 'FDR' not in out.split('node_bandwidth')[1].split('\n')[1]
@@ -161,6 +163,6 @@ def test_cli_modern_cluster_and_measured_figures(capsys):
 ])
 def test_cli_bad_input(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
-        sm.main(argv)
+        cli.main(argv)
     assert e.value.code == 2
     assert message in capsys.readouterr().err
