@@ -39,12 +39,13 @@ QUICK = Plan(train_per_class=8, val_per_class=2, b_ref=2, bn_batch=4, k=4,
 
 
 class Config(collections.namedtuple('Config', [
-        'name', 'label', 'flags', 'main', 'swept', 'at_b_ref'],
-        defaults=(False,))):
+        'name', 'label', 'flags', 'main', 'swept', 'at_b_ref', 'ablates'],
+        defaults=(False, None))):
     """A configuration: its recipe flags, whether its test accuracy is
     drawn against epochs (``main``), whether it runs at every ``k``
-    (``swept``) and whether it runs at ``b_ref`` (``at_b_ref``, the
-    references) instead of at ``k x b_ref``."""
+    (``swept``), whether it runs at ``b_ref`` (``at_b_ref``, the
+    references) instead of at ``k x b_ref``, and the configuration it
+    removes one technique from (``ablates``, RQ2's runs)."""
 
     def k(self, plan):
         return 1 if self.at_b_ref else plan.k
@@ -70,16 +71,16 @@ CONFIGS = [
            ['--recipe', 'you2017'], True, True),
     Config('no-rmsprop-warmup', 'akiba2017 without RMSprop warm-up',
            ['--recipe', 'akiba2017', '--optimizer', 'momentum-sgd'], False,
-           False),
+           False, ablates='akiba2017'),
     Config('no-slow-start', 'akiba2017 without slow-start (Goyal steps)',
            ['--recipe', 'akiba2017', '--lr-schedule', 'goyal'], False,
-           False),
+           False, ablates='akiba2017'),
     Config('no-final-batch-bn', 'akiba2017 with moving-average BN',
            ['--recipe', 'akiba2017', '--bn-stats', 'moving-average'], False,
-           False),
+           False, ablates='akiba2017'),
     Config('no-fp16-allreduce', 'akiba2017 with a float32 all-reduce',
            ['--recipe', 'akiba2017', '--allreduce-dtype', 'float32'], False,
-           False),
+           False, ablates='akiba2017'),
 ]
 CONFIG = {c.name: c for c in CONFIGS}
 
@@ -105,10 +106,17 @@ CONFIG.update((c.name, c) for c in CONFIGS[-2:])
 def baseline(config):
     """The reference ``config`` is read against: the one with the same
     zero-init choice (its flag or its recipe's), which alone moves top-1 by
-    points at this size."""
+    points at this size; None for the references themselves."""
+    if config.at_b_ref:
+        return None
     zero_init = ('--zero-init-residual' in config.flags or recipes.resolve(
         config.flag('--recipe')).zero_init_residual)
     return CONFIG['reference-zero-init' if zero_init else 'reference']
+
+
+def ablated(config):
+    """The configuration ``config`` removes a technique from, or None."""
+    return None if config.ablates is None else CONFIG[config.ablates]
 
 
 class Run(collections.namedtuple('Run', [

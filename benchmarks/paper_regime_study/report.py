@@ -10,6 +10,7 @@ import numpy
 from benchmarks.paper_regime_study.plots import plot_curves
 from benchmarks.paper_regime_study.plots import plot_plateau
 from benchmarks.paper_regime_study.plots import plot_sweep
+from benchmarks.paper_regime_study.regime import ablated
 from benchmarks.paper_regime_study.regime import baseline
 from benchmarks.paper_regime_study.regime import CONFIG
 from benchmarks.paper_regime_study.regime import CONFIGS
@@ -62,28 +63,33 @@ def summarize(results, stage='study'):
     return rows
 
 
-def gaps(results):
-    """Per configuration and k of the study (the references aside): its
-    top-1 minus that of its :func:`baseline` of the same seed, None where
-    either diverged; mean and sample std of those that did not."""
+def gaps(results, against):
+    """Per configuration and k of the study that ``against`` pairs with a
+    configuration: its top-1 minus that of ``against(config)`` of the same
+    seed (at b_ref for a reference, else at the same k), None where either
+    diverged; mean and sample std of those that did not."""
     top1 = {(r['config'], r['k'], r['seed']): None if r['diverged']
             else r['top1'] for r in results if r['stage'] == 'study'}
     order = [c.name for c in CONFIGS]
-    keys = sorted({(c, k) for c, k, _ in top1 if not CONFIG[c].at_b_ref},
+    keys = sorted({(c, k) for c, k, _ in top1
+                   if against(CONFIG[c]) is not None},
                   key=lambda key: (order.index(key[0]), -key[1]))
     rows = []
     for name, k in keys:
-        base = baseline(CONFIG[name]).name
+        base = against(CONFIG[name])
+        base_k = 1 if base.at_b_ref else k
         seeds = sorted(s for c, kk, s in top1
-                       if (c, kk) == (name, k) and (base, 1, s) in top1)
-        pairs = [(top1[name, k, s], top1[base, 1, s]) for s in seeds]
+                       if (c, kk) == (name, k) and (base.name, base_k, s)
+                       in top1)
+        pairs = [(top1[name, k, s], top1[base.name, base_k, s])
+                 for s in seeds]
         diffs = [None if None in pair else pair[0] - pair[1]
                  for pair in pairs]
         ok = [d for d in diffs if d is not None]
         if seeds:
             rows.append(dict(
-                config=name, k=k, baseline=base, seeds=seeds, gaps=diffs,
-                mean=float(numpy.mean(ok)) if ok else None,
+                config=name, k=k, baseline=base.name, seeds=seeds,
+                gaps=diffs, mean=float(numpy.mean(ok)) if ok else None,
                 std=float(numpy.std(ok, ddof=1)) if len(ok) > 1 else None))
     return rows
 
@@ -182,7 +188,11 @@ def generated_text(plan, results, results_dir, page):
              'measure; the paper: 74.9% at 32k against 75.3% at 256, '
              '-0.4). k = {} are the minibatch sweep.'.format(
                  ' and '.join(map(str, plan.sweep_ks))), '',
-             gap_table(gaps(results)), '']
+             gap_table(gaps(results, baseline)), '',
+             '### Without each technique, seed by seed', '',
+             'Top-1 of each run without one of a recipe\'s techniques minus '
+             'that of the whole recipe of the same seed, in points (RQ2\'s '
+             'measure).', '', gap_table(gaps(results, ablated)), '']
     pairs = plateau_pairs(results, plan)
     text += ['### {} epochs against {} (seed 0)'.format(
         plan.epochs, plan.plateau_epochs), '', '{} of {} plateau runs '

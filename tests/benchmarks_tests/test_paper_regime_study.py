@@ -181,7 +181,8 @@ def test_gaps_pair_each_run_with_its_reference_of_the_same_seed():
         study_result('sgd', 128, 0, None),
         study_result('you2017', 128, 2, 0.80),  # no reference of seed 2
     ]
-    rows = {(r['config'], r['k']): r for r in report.gaps(results)}
+    rows = {(r['config'], r['k']): r
+            for r in report.gaps(results, regime.baseline)}
     assert list(rows) == [('sgd', 128), ('goyal2017', 128),
                           ('akiba2017', 128), ('akiba2017', 32)]
     akiba = rows['akiba2017', 128]
@@ -195,10 +196,29 @@ def test_gaps_pair_each_run_with_its_reference_of_the_same_seed():
     assert goyal['std'] is None
     assert rows['sgd', 128]['gaps'] == [None]
     assert rows['sgd', 128]['mean'] is None
-    text = report.gap_table(report.gaps(results))
+    text = report.gap_table(report.gaps(results, regime.baseline))
     assert '| `akiba2017` | 128 | `reference` | 2 | -4.00 | 1.41 | ' \
         '-5.00, -3.00 |' in text
     assert '| `sgd` | 128 | `reference` | 1 | - | - | diverged |' in text
+
+
+def test_ablations_pair_each_run_with_the_whole_recipe_at_its_k():
+    results = [
+        study_result('reference', 1, 0, 0.80),
+        study_result('akiba2017', 128, 0, 0.75),
+        study_result('akiba2017', 128, 1, 0.79),
+        study_result('akiba2017', 32, 0, 0.81),
+        study_result('no-slow-start', 128, 0, 0.70),
+        study_result('no-slow-start', 128, 1, 0.72),
+        study_result('no-rmsprop-warmup', 128, 2, 0.40),  # no akiba2017 2
+    ]
+    (row,) = report.gaps(results, regime.ablated)
+    assert (row['config'], row['k'], row['baseline']) == (
+        'no-slow-start', 128, 'akiba2017')
+    assert row['seeds'] == [0, 1]
+    assert row['gaps'] == pytest.approx([-0.05, -0.07])
+    assert regime.ablated(regime.CONFIG['akiba2017-zero-init']) is None
+    assert regime.baseline(regime.CONFIG['reference']) is None
 
 
 def test_missing_fashion_mnist_says_how_to_install_it(tmp_path):
