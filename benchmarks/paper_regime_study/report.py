@@ -157,9 +157,11 @@ def generated_text(plan, results, results_dir, page):
     text = [
         '## Results',
         '',
-        '{} of {} runs finished ({} diverged); the study continues where '
-        'it stopped with the command below.'.format(
-            len(results), planned, sum(r['diverged'] for r in results)),
+        '{} of {} runs finished ({} diverged); {}.'.format(
+            len(results), planned, sum(r['diverged'] for r in results),
+            'the study is complete; the command below reruns any run whose '
+            'result is removed' if len(results) >= planned else
+            'the study continues where it stopped with the command below'),
         '',
         '### Learning-rate sweep of the reference ({} images per step, {} '
         'epochs, seed 0)'.format(plan.b_ref, plan.lr_epochs),
