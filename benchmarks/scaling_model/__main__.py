@@ -106,10 +106,11 @@ def parse_args(argv=None):
 
 def build_cluster(args):
     """The preset with the command line's overrides and measurements."""
-    changes = {field: getattr(args, flag[2:].replace('-', '_'))
-               * UNITS[field][0]
-               for flag, field, _, _ in OVERRIDES
-               if getattr(args, flag[2:].replace('-', '_')) is not None}
+    changes = {}
+    for flag, field, _, _ in OVERRIDES:
+        value = getattr(args, flag[2:].replace('-', '_'))
+        if value is not None:
+            changes[field] = value * UNITS[field][0]
     if args.ring_order is not None:
         changes['ring_order'] = args.ring_order
     if changes:
