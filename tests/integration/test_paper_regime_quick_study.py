@@ -1,4 +1,4 @@
-"""benchmarks.paper_regime_study --quick end to end: the lr sweep, every
+"""studies.paper_regime_study --quick end to end: the lr sweep, every
 run at the chosen lr, results.json and the page; a finished run is skipped
 and one without its result is collected from its final snapshot."""
 import json
@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from benchmarks.paper_regime_study import regime
-from benchmarks.paper_regime_study import runner
+from studies.paper_regime_study import regime
+from studies.paper_regime_study import runner
 from datasets import make_demo
 from conftest import REPO
 
@@ -19,7 +19,7 @@ from conftest import REPO
 def test_quick_study_runs_skips_and_resumes(tmp_path):
     out, results = str(tmp_path / 'out'), str(tmp_path / 'results')
     page = str(tmp_path / 'page.md')
-    cmd = [sys.executable, '-m', 'benchmarks.paper_regime_study', '--quick',
+    cmd = [sys.executable, '-m', 'studies.paper_regime_study', '--quick',
            '--jobs', '2', '--out', out, '--results', results, '--page', page]
     env = dict(os.environ, PYTHONPATH=REPO)
 

@@ -1,21 +1,24 @@
 """Runs (or continues) the study and regenerates its page.
 
-    python -m benchmarks.paper_regime_study [--jobs 2] [--quick]
-    python -m benchmarks.paper_regime_study --report-only
+    python -m studies.paper_regime_study [--jobs 2] [--quick]
+    python -m studies.paper_regime_study --report-only
+    python -m studies.paper_regime_study --park
 """
 import argparse
 import os
 import subprocess
 import sys
 
-from benchmarks import paper_regime_study
-from benchmarks.paper_regime_study.regime import FULL
-from benchmarks.paper_regime_study.regime import QUICK
-from benchmarks.paper_regime_study.report import write_page
-from benchmarks.paper_regime_study.runner import check_plan
-from benchmarks.paper_regime_study.runner import run_study
-from benchmarks.trainer_runs import REPO
-from benchmarks.trainer_runs import TRAINER
+from studies import paper_regime_study
+from studies.paper_regime_study.regime import FULL
+from studies.paper_regime_study.regime import QUICK
+from studies.paper_regime_study.report import write_page
+from studies.paper_regime_study.runner import all_runs
+from studies.paper_regime_study.runner import check_plan
+from studies.paper_regime_study.runner import park
+from studies.paper_regime_study.runner import run_study
+from studies.trainer_runs import REPO
+from studies.trainer_runs import TRAINER
 from datasets import make_demo
 
 RESULTS = os.path.join(REPO, 'docs', 'large_batch_study')
@@ -24,7 +27,7 @@ PAGE = os.path.join(REPO, 'docs', 'large_batch_study.md')
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
-        prog='python -m benchmarks.paper_regime_study',
+        prog='python -m studies.paper_regime_study',
         description=paper_regime_study.__doc__.split('\n')[0])
     parser.add_argument('--out', default=os.path.join(
         REPO, 'result', 'paper_regime_study'),
@@ -47,6 +50,10 @@ def parse_args(argv=None):
                         help='directory of the Fashion-MNIST IDX files')
     parser.add_argument('--report-only', action='store_true',
                         help='rewrite results.json and the page only')
+    parser.add_argument('--park', action='store_true',
+                        help='copy the newest snapshot of every unfinished '
+                             'run to RESULTS/parked, where a study on '
+                             'another machine starts them from')
     args = parser.parse_args(argv)
     if args.jobs <= 0:
         parser.error('--jobs must be positive, got {}'.format(args.jobs))
@@ -58,11 +65,17 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     plan = QUICK if args.quick else FULL
+    if args.park:
+        check_plan(args.results, plan)
+        for name in park(args.out, args.results,
+                         all_runs(plan, args.results)):
+            print('parked', name)
+        return
     if args.report_only:
         check_plan(args.results, plan)
         write_page(plan, args.results, args.page)
         return
-    report = [sys.executable, '-m', 'benchmarks.paper_regime_study',
+    report = [sys.executable, '-m', 'studies.paper_regime_study',
               '--report-only', '--results', args.results, '--page',
               args.page] + (['--quick'] if args.quick else [])
 

@@ -2,7 +2,7 @@
 the study's, and final top-1 against the total minibatch."""
 import numpy
 
-from benchmarks.paper_regime_study.regime import CONFIGS
+from studies.paper_regime_study.regime import CONFIGS
 
 
 def _pyplot():

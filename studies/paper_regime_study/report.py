@@ -7,23 +7,23 @@ import os
 
 import numpy
 
-from benchmarks.paper_regime_study.plots import plot_curves
-from benchmarks.paper_regime_study.plots import plot_plateau
-from benchmarks.paper_regime_study.plots import plot_sweep
-from benchmarks.paper_regime_study.regime import ablated
-from benchmarks.paper_regime_study.regime import baseline
-from benchmarks.paper_regime_study.regime import CONFIG
-from benchmarks.paper_regime_study.regime import CONFIGS
-from benchmarks.paper_regime_study.regime import PLATEAU_CONFIGS
-from benchmarks.paper_regime_study.regime import plateau_runs
-from benchmarks.paper_regime_study.regime import run_name
-from benchmarks.paper_regime_study.regime import study_runs
-from benchmarks.paper_regime_study.regime import sweep_runs
-from benchmarks.paper_regime_study.regime import train_args
-from benchmarks.paper_regime_study.runner import choose_lr
-from benchmarks.paper_regime_study.runner import load_results
-from benchmarks.paper_regime_study.runner import write_json
-from benchmarks.trainer_runs import machine
+from studies.paper_regime_study.plots import plot_curves
+from studies.paper_regime_study.plots import plot_plateau
+from studies.paper_regime_study.plots import plot_sweep
+from studies.paper_regime_study.regime import ablated
+from studies.paper_regime_study.regime import baseline
+from studies.paper_regime_study.regime import CONFIG
+from studies.paper_regime_study.regime import CONFIGS
+from studies.paper_regime_study.regime import PLATEAU_CONFIGS
+from studies.paper_regime_study.regime import plateau_runs
+from studies.paper_regime_study.regime import run_name
+from studies.paper_regime_study.regime import study_runs
+from studies.paper_regime_study.regime import sweep_runs
+from studies.paper_regime_study.regime import train_args
+from studies.paper_regime_study.runner import choose_lr
+from studies.paper_regime_study.runner import load_results
+from studies.paper_regime_study.runner import write_json
+from studies.trainer_runs import machine
 
 BEGIN, END = '<!-- BEGIN GENERATED -->', '<!-- END GENERATED -->'
 
@@ -232,7 +232,7 @@ def generated_text(plan, results, results_dir, page):
     text += [
         '## Commands',
         '',
-        '`python -m benchmarks.paper_regime_study --jobs 2` runs (or '
+        '`python -m studies.paper_regime_study --jobs 2` runs (or '
         'continues) the whole study and rewrites this section; each run is '
         '`mpiexec -n 1 -x OMP_NUM_THREADS=1 python train_imagenet.py` with '
         'the arguments below (seed 0 shown; the other swept lrs, seeds and '

@@ -25,8 +25,8 @@ skipped, so the study continues in a later session or on another machine,
 and the page (``docs/large_batch_study.md``) is regenerated from those files
 after every run.
 
-    python -m benchmarks.paper_regime_study [--jobs 2] [--quick]
-    python -m benchmarks.paper_regime_study --report-only
+    python -m studies.paper_regime_study [--jobs 2] [--quick]
+    python -m studies.paper_regime_study --report-only
 
 The package: ``regime`` (the plan, its configurations and runs), ``runner``
 (training them), ``report`` and ``plots`` (``results.json`` and the page).

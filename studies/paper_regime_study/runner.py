@@ -11,13 +11,14 @@ import subprocess
 import sys
 import time
 
-from benchmarks.paper_regime_study.regime import peak_lr
-from benchmarks.paper_regime_study.regime import study_runs
-from benchmarks.paper_regime_study.regime import sweep_runs
-from benchmarks.paper_regime_study.regime import train_args
-from benchmarks.trainer_runs import mpi_command
-from benchmarks.trainer_runs import read_log
-from benchmarks.trainer_runs import validation_curve
+from studies.paper_regime_study.regime import paper_stage_runs
+from studies.paper_regime_study.regime import peak_lr
+from studies.paper_regime_study.regime import study_runs
+from studies.paper_regime_study.regime import sweep_runs
+from studies.paper_regime_study.regime import train_args
+from studies.trainer_runs import mpi_command
+from studies.trainer_runs import read_log
+from studies.trainer_runs import validation_curve
 from datasets import in_memory
 from datasets import make_demo
 from datasets.transforms import resize_for
@@ -96,7 +97,49 @@ def run_one(run, plan, data, root, results, trainer):
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return None
+        unpark(run.name, run_dir, results)
         return _train(run, plan, data, run_dir, path, trainer)
+
+
+def snapshots_in(folder):
+    """The ``snapshot_iter_*`` files of ``folder``, oldest first."""
+    if not os.path.isdir(folder):
+        return []
+    names = [n for n in os.listdir(folder) if n.startswith('snapshot_iter_')
+             and n[len('snapshot_iter_'):].isdigit()]
+    return sorted(names, key=lambda n: int(n[len('snapshot_iter_'):]))
+
+
+def parked_dir(results, name):
+    return os.path.join(results, 'parked', name)
+
+
+def park(root, results, runs):
+    """Copy the newest snapshot of every unfinished run to ``results``, so
+    that the study continues from it on another machine; return the names
+    of the runs parked."""
+    parked = []
+    for run in runs:
+        run_dir = os.path.join(root, 'runs', run.name)
+        found = snapshots_in(run_dir)
+        if os.path.exists(result_path(results, run.name)) or not found:
+            continue
+        folder = parked_dir(results, run.name)
+        shutil.rmtree(folder, ignore_errors=True)
+        os.makedirs(folder)
+        shutil.copyfile(os.path.join(run_dir, found[-1]),
+                        os.path.join(folder, found[-1]))
+        parked.append(run.name)
+    return parked
+
+
+def unpark(name, run_dir, results):
+    """Start a run with no snapshot of its own from its parked one."""
+    folder = parked_dir(results, name)
+    found = snapshots_in(folder)
+    if found and not snapshots_in(run_dir):
+        shutil.copyfile(os.path.join(folder, found[-1]),
+                        os.path.join(run_dir, found[-1]))
 
 
 def _train(run, plan, data, run_dir, path, trainer):
@@ -118,8 +161,9 @@ def _train(run, plan, data, run_dir, path, trainer):
               .format(run.name, status, os.path.join(run_dir, 'train.out')),
               file=sys.stderr, flush=True)
         return None
-    if status == 0 and (not curve or not 0 <= curve[-1][0] - run.epochs <
-                        total / plan.n_train + 1e-9):
+    if status == 0 and run.iterations is None and (
+            not curve or not 0 <= curve[-1][0] - run.epochs <
+            total / plan.n_train + 1e-9):
         print('paper_regime_study: {}: no validation at epoch {} in its log'
               .format(run.name, run.epochs), file=sys.stderr, flush=True)
         return None
@@ -127,19 +171,25 @@ def _train(run, plan, data, run_dir, path, trainer):
         name=run.name, stage=run.stage, config=run.config.name, k=run.k,
         total_minibatch=total, share=total / plan.n_train, lr=run.lr,
         peak_lr=peak_lr(run, plan), seed=run.seed, epochs=run.epochs,
-        top1=curve[-1][1] if status == 0 else None,
+        top1=curve[-1][1] if status == 0 and curve else None,
         diverged=status == DIVERGED_STATUS, curve=curve, wall_s=wall,
         # the trainer's own clock, which a resumed run continues
         train_s=entries[-1]['elapsed_time'] if entries else wall,
         finished=time.time(), source=source_of(trainer))
+    if run.iterations:  # the training loss of every update
+        result['losses'] = [(e['iteration'], e['main/loss'])
+                            for e in entries if 'main/loss' in e]
     os.makedirs(os.path.dirname(path), exist_ok=True)
     if entries:  # none when it diverged before its first log line
         shutil.copyfile(os.path.join(run_dir, 'log'),
                         path[:-len('.json')] + '.log.json')
     write_json(path, result)
+    shutil.rmtree(parked_dir(os.path.dirname(os.path.dirname(path)),
+                             run.name), ignore_errors=True)
     print('{:>28}: {} ({:.0f} s)'.format(
         run.name, 'diverged' if result['diverged']
-        else 'top-1 {:.4f}'.format(result['top1']), wall), flush=True)
+        else 'top-1 {:.4f}'.format(result['top1']) if curve
+        else '{} updates'.format(run.iterations), wall), flush=True)
     return result
 
 
@@ -181,8 +231,11 @@ def check_plan(results, plan):
         with open(path) as f:
             stored = json.load(f)
     mine = json.loads(json.dumps(plan._asdict()))
+    # more or fewer seeds are the same study, and so is a plan that adds
+    # stages (fields) to the stored one
     ignore = dict(seeds=0, sweep_seeds=0)
-    if stored is not None and dict(stored, **ignore) != dict(mine, **ignore):
+    if stored is not None and dict(stored, **ignore) != dict(
+            {k: v for k, v in mine.items() if k in stored}, **ignore):
         raise SystemExit('paper_regime_study: {} holds a study with another '
                          'plan ({}); use another --results'.format(
                              results, stored))
@@ -201,9 +254,19 @@ def run_all(runs, plan, data, root, results, trainer, jobs, on_result):
         return done
 
 
+def all_runs(plan, results):
+    """Every run of the study, once the reference lr is chosen."""
+    lr_ref = choose_lr(load_results(results), plan)
+    if lr_ref is None:
+        return sweep_runs(plan)
+    return (sweep_runs(plan) + study_runs(plan, lr_ref) +
+            paper_stage_runs(plan, lr_ref))
+
+
 def run_study(plan, root, results, trainer, jobs, idx_dir, on_result,
               poll_s=60):
-    """The lr sweep, then every run of the study at the chosen lr."""
+    """The lr sweep, then every run of the study at the chosen lr, then the
+    handover runs and the runs on the paper's own schedule."""
     check_plan(results, plan)
     data = prepare_data(root, idx_dir, plan)
     run_all(sweep_runs(plan), plan, data, root, results, trainer, jobs,
@@ -224,3 +287,5 @@ def run_study(plan, root, results, trainer, jobs, idx_dir, on_result,
     print('reference lr', lr_ref, flush=True)
     run_all(study_runs(plan, lr_ref), plan, data, root, results, trainer,
             jobs, on_result)
+    run_all(paper_stage_runs(plan, lr_ref), plan, data, root, results,
+            trainer, jobs, on_result)

@@ -2,14 +2,17 @@
 configurations compared and the runs that train them, with their
 ``train_imagenet.py`` arguments."""
 import collections
+import math
 
+from extensions import schedules
 from optimizers import recipes
 
 
 class Plan(collections.namedtuple('Plan', [
         'train_per_class', 'val_per_class', 'b_ref', 'bn_batch', 'k',
         'sweep_ks', 'epochs', 'width', 'crop_size', 'seeds', 'sweep_seeds',
-        'lrs', 'lr_epochs', 'plateau_epochs'])):
+        'lrs', 'lr_epochs', 'plateau_epochs', 'paper_epochs',
+        'paper_val_interval'])):
     """The size of a study.
 
     ``train_per_class`` x 10 training and ``val_per_class`` x 10 test
@@ -18,7 +21,9 @@ class Plan(collections.namedtuple('Plan', [
     ``sweep_ks``; ``epochs`` for every run; ResNet-50's width multiplier and
     the crop side; seeds of the main runs and of the minibatch sweep; the
     reference's learning rates ``lrs``, each tried for ``lr_epochs``; the
-    epochs of the plateau runs (:func:`plateau_runs`).
+    epochs of the plateau runs (:func:`plateau_runs`); the epochs of the
+    runs on the paper's own schedule and their epochs between validations
+    (:func:`paper_schedule_runs`).
     """
 
     @property
@@ -31,11 +36,13 @@ class Plan(collections.namedtuple('Plan', [
 FULL = Plan(train_per_class=6000, val_per_class=1000, b_ref=12, bn_batch=32,
             k=128, sweep_ks=(8, 32), epochs=7, width=0.125, crop_size=32,
             seeds=3, sweep_seeds=2, lrs=(0.005, 0.01, 0.02, 0.04, 0.08),
-            lr_epochs=2, plateau_epochs=21)
+            lr_epochs=2, plateau_epochs=21, paper_epochs=90,
+            paper_val_interval=2)
 #: A few iterations of every run on a tiny subset.
 QUICK = Plan(train_per_class=8, val_per_class=2, b_ref=2, bn_batch=4, k=4,
              sweep_ks=(2,), epochs=1, width=0.125, crop_size=32, seeds=1,
-             sweep_seeds=1, lrs=(0.01, 0.02), lr_epochs=1, plateau_epochs=2)
+             sweep_seeds=1, lrs=(0.01, 0.02), lr_epochs=1, plateau_epochs=2,
+             paper_epochs=3, paper_val_interval=1)
 
 
 class Config(collections.namedtuple('Config', [
@@ -120,10 +127,14 @@ def ablated(config):
 
 
 class Run(collections.namedtuple('Run', [
-        'name', 'config', 'k', 'seed', 'lr', 'epochs', 'stage', 'curve'])):
+        'name', 'config', 'k', 'seed', 'lr', 'epochs', 'stage',
+        'val_interval', 'scaled', 'iterations'], defaults=(True, None))):
     """One training run: ``k`` x ``b_ref`` images per step at base lr
-    ``lr`` for ``epochs``; ``stage`` is 'lr-sweep' or 'study'; it validates
-    every epoch with ``curve``, else at its end only."""
+    ``lr`` for ``epochs``, validating every ``val_interval`` epochs;
+    ``stage`` is 'lr-sweep', 'study', 'plateau', 'paper-schedule' or
+    'handover'. ``scaled`` lays the schedules out on ``epochs``
+    (``--scale-schedule``) instead of the paper's 90; a run with
+    ``iterations`` stops after them and logs every update."""
 
     def total(self, plan):
         return plan.b_ref * self.k
@@ -131,7 +142,7 @@ class Run(collections.namedtuple('Run', [
 
 def sweep_runs(plan):
     return [Run('lrsweep-lr{:g}-seed0'.format(lr), CONFIG['reference'], 1,
-                0, lr, plan.lr_epochs, 'lr-sweep', True) for lr in plan.lrs]
+                0, lr, plan.lr_epochs, 'lr-sweep', 1) for lr in plan.lrs]
 
 
 #: The configurations also trained for ``plateau_epochs``: the reference
@@ -150,7 +161,7 @@ def plateau_runs(plan, lr_ref):
     for config in (CONFIG[name] for name in PLATEAU_CONFIGS):
         k = config.k(plan)
         runs.append(Run(run_name(config, k, 0, 'plateau-'), config, k, 0,
-                        lr_ref * k, plan.plateau_epochs, 'plateau', True))
+                        lr_ref * k, plan.plateau_epochs, 'plateau', 1))
     return runs
 
 
@@ -160,8 +171,9 @@ def study_runs(plan, lr_ref):
     ``k`` first (seed 0's followed by the plateau runs), then the smaller
     ``k`` of the minibatch sweep."""
     def run(config, k, seed):
+        curve = config.main and k in (1, plan.k)
         return Run(run_name(config, k, seed), config, k, seed, lr_ref * k,
-                   plan.epochs, 'study', config.main and k in (1, plan.k))
+                   plan.epochs, 'study', 1 if curve else plan.epochs)
     runs = []
     for seed in range(plan.seeds):
         runs += [run(config, config.k(plan), seed) for config in CONFIGS]
@@ -173,6 +185,63 @@ def study_runs(plan, lr_ref):
     return runs
 
 
+#: The runs on the paper's own schedule, ``(configuration, seed)`` in the
+#: order they train: each recipe's seed 0 against the reference's, then
+#: more seeds of akiba2017 and of the reference.
+PAPER_SCHEDULE_RUNS = (('akiba2017', 0), ('reference', 0),
+                       ('akiba2017-zero-init', 0), ('goyal2017', 0),
+                       ('you2017', 0), ('akiba2017', 1), ('akiba2017', 2),
+                       ('reference', 1))
+
+
+def paper_schedule_runs(plan, lr_ref):
+    """``PAPER_SCHEDULE_RUNS`` for ``paper_epochs`` with the paper's epochs
+    unscaled: the RMSprop-to-SGD slide (epochs 10 to 12.5) lasts about 98
+    updates at k = 128, not 7.6 as in the study's 7 epochs."""
+    runs = []
+    for name, seed in PAPER_SCHEDULE_RUNS:
+        config = CONFIG[name]
+        k = config.k(plan)
+        runs.append(Run(run_name(config, k, seed, 'paper{}-'.format(
+            plan.paper_epochs)), config, k, seed, lr_ref * k,
+            plan.paper_epochs, 'paper-schedule', plan.paper_val_interval,
+            scaled=False))
+    return runs
+
+
+#: Where the handover runs stop, in the paper's epochs: 2.5 past the end of
+#: the RMSprop-to-SGD slide (epochs 10 to 12.5 of 90).
+HANDOVER_UNTIL = 15.0
+
+
+def handover_runs(plan, lr_ref, seed=2):
+    """akiba2017 at ``k`` for the study's, the plateau runs' and the paper's
+    epochs, each stopped at ``HANDOVER_UNTIL`` (laid out on its epochs) and
+    logging the training loss of every update: whether the loss spike at
+    the handover depends on how many updates the slide lasts. Seed 2 had
+    the worst spike at 7 epochs."""
+    config = CONFIG['akiba2017']
+    runs = []
+    for epochs in (plan.epochs, plan.plateau_epochs, plan.paper_epochs):
+        per_epoch = plan.n_train / (plan.b_ref * plan.k)
+        until = HANDOVER_UNTIL * epochs / schedules.REFERENCE_EPOCHS
+        runs.append(Run(
+            run_name(config, plan.k, seed, 'handover{}-'.format(epochs)),
+            config, plan.k, seed, lr_ref * plan.k, epochs, 'handover',
+            epochs, scaled=epochs != plan.paper_epochs,
+            iterations=max(1, int(math.ceil(until * per_epoch)))))
+    return runs
+
+
+def paper_stage_runs(plan, lr_ref):
+    """The runs after the study, in the order they train: the two short
+    handover runs, akiba2017's first run on the paper's schedule, the
+    handover run on it, then the other runs on the paper's schedule."""
+    handover = handover_runs(plan, lr_ref)
+    paper = paper_schedule_runs(plan, lr_ref)
+    return handover[:2] + paper[:1] + handover[2:] + paper[1:]
+
+
 def run_name(config, k, seed, stage=''):
     if k == 1:
         return '{}-{}seed{}'.format(config.name, stage, seed)
@@ -182,11 +251,11 @@ def run_name(config, k, seed, stage=''):
 def peak_lr(run, plan):
     """The largest lr of any update of the run (slow-start: 0.5 x base)."""
     recipe = recipes.resolve(run.config.flag('--recipe'), run.epochs,
-                             lr=run.lr, scale_schedule=True,
+                             lr=run.lr, scale_schedule=run.scaled,
                              lr_schedule=run.config.flag('--lr-schedule'))
     total = run.total(plan)
     lr = recipes.hyperparameter_schedules(recipe, total)['lr']
-    updates = -(-run.epochs * plan.n_train // total)
+    updates = run.iterations or -(-run.epochs * plan.n_train // total)
     return max(lr(i * total / plan.n_train) for i in range(updates))
 
 
@@ -198,9 +267,12 @@ def train_args(run, plan, train, val, out):
     return [train, val, '--out', out, '--resume', 'auto',
             '--seed', str(run.seed), '--width', str(plan.width),
             '--crop-size', str(plan.crop_size), '--batchsize', str(batch),
-            '--accumulate', str(total // batch), '--epoch', str(run.epochs),
-            '--scale-schedule', '--loaderjob', '0', '--val_batchsize', '500',
-            '--val-interval', str(1 if run.curve else run.epochs),
+            '--accumulate', str(total // batch), '--epoch', str(run.epochs)] + (
+        ['--scale-schedule'] if run.scaled else []) + (
+        ['--iterations', str(run.iterations)] if run.iterations else []) + [
+            '--loaderjob', '0', '--val_batchsize', '500',
+            '--val-interval', str(run.val_interval),
             '--snapshot-interval', '1', '--keep-snapshots', '1',
-            '--log-interval', str(max(1, int(per_epoch // 2))),
+            '--log-interval', str(1 if run.iterations
+                                  else max(1, int(per_epoch // 2))),
             '--lr', '{:g}'.format(run.lr)] + run.config.flags

@@ -1,4 +1,4 @@
-"""benchmarks.paper_regime_study: the regime, the runs and their arguments,
+"""studies.paper_regime_study: the regime, the runs and their arguments,
 the choice of the reference lr, skipping finished runs and the page;
 tests/integration runs the quick study."""
 import json
@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from benchmarks.paper_regime_study import regime
-from benchmarks.paper_regime_study import report
-from benchmarks.paper_regime_study import runner
+from studies.paper_regime_study import regime
+from studies.paper_regime_study import report
+from studies.paper_regime_study import runner
 
 
 def value_of(args, flag):
@@ -225,3 +225,83 @@ def test_missing_fashion_mnist_says_how_to_install_it(tmp_path):
     with pytest.raises(SystemExit, match='apt-get install dataset-fashion'):
         runner.prepare_data(str(tmp_path), str(tmp_path / 'none'),
                             regime.QUICK)
+
+
+def test_paper_schedule_runs_keep_the_papers_epochs():
+    plan = regime.FULL
+    runs = regime.paper_schedule_runs(plan, 0.01)
+    assert [(r.config.name, r.seed) for r in runs] == list(
+        regime.PAPER_SCHEDULE_RUNS)
+    assert runs[0].name == 'akiba2017-k128-paper90-seed0'
+    assert runs[1].name == 'reference-paper90-seed0'
+    for run in runs:
+        assert run.stage == 'paper-schedule' and run.epochs == 90
+        args = regime.train_args(run, plan, 'T', 'V', 'O')
+        assert '--scale-schedule' not in args and '--iterations' not in args
+        assert value_of(args, '--epoch') == '90'
+        assert value_of(args, '--val-interval') == '2'
+        assert run.lr == pytest.approx(0.01 * run.k)
+
+
+def test_handover_runs_stop_past_the_slide_and_log_every_update():
+    plan = regime.FULL
+    runs = regime.handover_runs(plan, 0.01)
+    assert [r.epochs for r in runs] == [7, 21, 90]
+    assert [r.scaled for r in runs] == [True, True, False]
+    per_epoch = plan.n_train / (plan.b_ref * plan.k)
+    for run in runs:
+        assert run.seed == 2 and run.config.name == 'akiba2017'
+        # the slide ends at 12.5 of 90 epochs; the run goes on to 15
+        stop = run.iterations / per_epoch * 90 / run.epochs
+        assert 15 <= stop < 15 + 90 / run.epochs / per_epoch
+        args = regime.train_args(run, plan, 'T', 'V', 'O')
+        assert value_of(args, '--iterations') == str(run.iterations)
+        assert value_of(args, '--log-interval') == '1'
+        assert ('--scale-schedule' in args) == run.scaled
+    order = [r.name for r in regime.paper_stage_runs(plan, 0.01)]
+    assert order[:4] == [
+        'akiba2017-k128-handover7-seed2', 'akiba2017-k128-handover21-seed2',
+        'akiba2017-k128-paper90-seed0', 'akiba2017-k128-handover90-seed2']
+    assert len(set(order)) == len(order) == 11
+    quick = [r.name for r in regime.paper_stage_runs(regime.QUICK, 0.01)]
+    assert len(set(quick)) == len(quick)
+
+
+def test_a_plan_that_adds_stages_continues_the_stored_study(tmp_path):
+    older = {k: v for k, v in regime.QUICK._asdict().items()
+             if not k.startswith('paper_')}
+    with open(tmp_path / 'plan.json', 'w') as f:
+        json.dump(older, f)
+    runner.check_plan(str(tmp_path), regime.QUICK)
+    with pytest.raises(SystemExit, match='another plan'):
+        runner.check_plan(str(tmp_path), regime.QUICK._replace(k=8))
+
+
+def test_parked_snapshots_carry_unfinished_runs_to_another_machine(
+        tmp_path):
+    plan = regime.QUICK
+    first, second = regime.sweep_runs(plan)
+    root, results = str(tmp_path / 'out'), str(tmp_path / 'results')
+    for run, iterations in ((first, (3, 12)), (second, (5,))):
+        folder = os.path.join(root, 'runs', run.name)
+        os.makedirs(folder)
+        for i in iterations:
+            with open(os.path.join(folder, 'snapshot_iter_%d' % i), 'w') as f:
+                f.write(str(i))
+    os.makedirs(os.path.join(results, 'runs'))
+    with open(runner.result_path(results, second.name), 'w') as f:
+        json.dump({}, f)  # finished: nothing to park
+    assert runner.park(root, results, [first, second]) == [first.name]
+    parked = runner.parked_dir(results, first.name)
+    assert runner.snapshots_in(parked) == ['snapshot_iter_12']
+    # a fresh machine: the run starts from the parked snapshot
+    fresh = str(tmp_path / 'fresh')
+    os.makedirs(fresh)
+    runner.unpark(first.name, fresh, results)
+    assert open(os.path.join(fresh, 'snapshot_iter_12')).read() == '12'
+    # a run with snapshots of its own keeps them
+    with open(os.path.join(fresh, 'snapshot_iter_20'), 'w') as f:
+        f.write('20')
+    runner.unpark(first.name, fresh, results)
+    assert runner.snapshots_in(fresh) == ['snapshot_iter_12',
+                                          'snapshot_iter_20']
