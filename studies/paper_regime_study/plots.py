@@ -1,7 +1,10 @@
 """The study's plots: test top-1 against epochs, the plateau runs against
-the study's, and final top-1 against the total minibatch."""
+the study's, final top-1 against the total minibatch, the runs on the
+paper's own schedule and the training loss around the RMSprop-to-SGD
+handover."""
 import numpy
 
+from extensions import schedules
 from studies.paper_regime_study.regime import CONFIGS
 
 
@@ -104,3 +107,51 @@ def plot_sweep(rows, path):
     _save(plt, fig, ax, path, 'Fashion-MNIST, same epochs for every run',
           xlabel='total minibatch (images per update)',
           ylabel='final test top-1 (%)')
+
+
+def plot_paper_curves(results, path):
+    """Test top-1 against epochs of every run on the paper's schedule, one
+    line per run (the seeds of a configuration share its colour)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+    colors = {}
+    for r in sorted(results, key=lambda r: (r['config'], r['seed'])):
+        if r['stage'] != 'paper-schedule' or not r['curve']:
+            continue
+        epochs, acc = zip(*r['curve'])
+        line, = ax.plot(epochs, [100 * a for a in acc], linewidth=1,
+                        color=colors.get(r['config']),
+                        label='{}, seed {}'.format(r['config'], r['seed']))
+        colors.setdefault(r['config'], line.get_color())
+    _save(plt, fig, ax, path, 'Fashion-MNIST, the paper\'s 90-epoch '
+          'schedule')
+
+
+def handover_position(epoch, epochs, center=10.0, period=5.0):
+    """Where ``epoch`` of a run of ``epochs`` lies in the RMSprop-to-SGD
+    slide laid out on it: 0 at its start (alpha_SGD = 0.5), 1 at its end
+    (alpha_SGD = 1)."""
+    paper_epoch = epoch * schedules.REFERENCE_EPOCHS / epochs
+    return (paper_epoch - center) / (period / 2)
+
+
+def plot_handover(runs, n_train, path):
+    """The training loss of every update against its position in the
+    slide, one line per run (``runs``: results of the handover stage)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+    for r in sorted(runs, key=lambda r: r['epochs']):
+        iterations, losses = zip(*r['losses'])
+        x = [handover_position(i * r['total_minibatch'] / n_train,
+                               r['epochs']) for i in iterations]
+        per_slide = (n_train / r['total_minibatch'] * r['epochs'] /
+                     schedules.REFERENCE_EPOCHS * 2.5)
+        ax.plot(x, losses, linewidth=1, marker='.', markersize=2,
+                label='{} epochs ({:.0f} updates in the slide)'.format(
+                    r['epochs'], per_slide))
+    ax.axvspan(0, 1, color='k', alpha=0.08)
+    ax.set_yscale('log')
+    _save(plt, fig, ax, path, 'akiba2017, seed {}: the RMSprop-to-SGD '
+          'handover'.format(runs[0]['seed']) if runs else '',
+          xlabel='position in the slide (0: alpha_SGD = 0.5, 1: alpha_SGD '
+          '= 1)', ylabel='training loss of the update')

@@ -187,11 +187,12 @@ def study_runs(plan, lr_ref):
 
 #: The runs on the paper's own schedule, ``(configuration, seed)`` in the
 #: order they train: each recipe's seed 0 against the reference's, then
-#: more seeds of akiba2017 and of the reference.
+#: more seeds of akiba2017 and of the reference, then the reference with
+#: zero-init (akiba2017-zero-init's baseline).
 PAPER_SCHEDULE_RUNS = (('akiba2017', 0), ('reference', 0),
                        ('akiba2017-zero-init', 0), ('goyal2017', 0),
                        ('you2017', 0), ('akiba2017', 1), ('akiba2017', 2),
-                       ('reference', 1))
+                       ('reference', 1), ('reference-zero-init', 0))
 
 
 def paper_schedule_runs(plan, lr_ref):

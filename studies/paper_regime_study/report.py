@@ -7,13 +7,18 @@ import os
 
 import numpy
 
+from studies.paper_regime_study.plots import handover_position
 from studies.paper_regime_study.plots import plot_curves
+from studies.paper_regime_study.plots import plot_handover
+from studies.paper_regime_study.plots import plot_paper_curves
 from studies.paper_regime_study.plots import plot_plateau
 from studies.paper_regime_study.plots import plot_sweep
 from studies.paper_regime_study.regime import ablated
 from studies.paper_regime_study.regime import baseline
 from studies.paper_regime_study.regime import CONFIG
 from studies.paper_regime_study.regime import CONFIGS
+from studies.paper_regime_study.regime import handover_runs
+from studies.paper_regime_study.regime import paper_schedule_runs
 from studies.paper_regime_study.regime import PLATEAU_CONFIGS
 from studies.paper_regime_study.regime import plateau_runs
 from studies.paper_regime_study.regime import run_name
@@ -63,13 +68,13 @@ def summarize(results, stage='study'):
     return rows
 
 
-def gaps(results, against):
-    """Per configuration and k of the study that ``against`` pairs with a
+def gaps(results, against, stage='study'):
+    """Per configuration and k of ``stage`` that ``against`` pairs with a
     configuration: its top-1 minus that of ``against(config)`` of the same
     seed (at b_ref for a reference, else at the same k), None where either
     diverged; mean and sample std of those that did not."""
     top1 = {(r['config'], r['k'], r['seed']): None if r['diverged']
-            else r['top1'] for r in results if r['stage'] == 'study'}
+            else r['top1'] for r in results if r['stage'] == stage}
     order = [c.name for c in CONFIGS]
     keys = sorted({(c, k) for c, k, _ in top1
                    if against(CONFIG[c]) is not None},
@@ -221,6 +226,7 @@ def generated_text(plan, results, results_dir, page):
         plot_sweep(swept, os.path.join(results_dir, 'sweep.png'))
         text += ['![final top-1 against total minibatch]({}/sweep.png)'
                  .format(rel), '']
+    text += paper_schedule_text(plan, results, results_dir, rel, lr_ref)
     examples = [sweep_runs(plan)[0]] + [
         run for run in (study_runs(plan, lr_ref) if lr_ref else [])
         if run.seed == 0 and (run.k in (1, plan.k) or run.config.name
@@ -255,6 +261,78 @@ def generated_text(plan, results, results_dir, page):
             len(results), sum(walls) / 3600, span / 3600),
     ]
     return '\n'.join(text)
+
+
+def paper_schedule_text(plan, results, results_dir, rel, lr_ref):
+    """The section on the runs with the paper's epochs unscaled: progress,
+    top-1 per seed and gap to the reference, the curves, the handover
+    figure and the commands."""
+    paper = [r for r in results if r['stage'] == 'paper-schedule']
+    handover = [r for r in results if r['stage'] == 'handover']
+    planned = paper_schedule_runs(plan, 1.0)
+    text = [
+        '## The paper\'s {}-epoch schedule'.format(plan.paper_epochs), '',
+        '{} of {} runs on the paper\'s schedule and {} of {} handover runs '
+        'finished ({} diverged). Every schedule keeps the paper\'s epochs '
+        '(no `--scale-schedule`): the RMSprop warm-up slides to SGD over '
+        'epochs 10 to 12.5, about {:.0f} updates at k = {}; slow-start steps '
+        'at 40, 70 and 85; Goyal\'s warm-up over 5 epochs and steps at 30, '
+        '60 and 80; poly(2) for `you2017`; the reference\'s steps at 30, 60 '
+        'and 80. Tested every {} epochs.'.format(
+            len(paper), len(planned), len(handover),
+            len(handover_runs(plan, 1.0)),
+            sum(r['diverged'] for r in paper + handover),
+            2.5 * plan.n_train / (plan.b_ref * plan.k), plan.k,
+            plan.paper_val_interval), '',
+        table(summarize(results, 'paper-schedule')), '',
+        'Gap to the reference with the same zero-init choice and seed, in '
+        'points ({} epochs):'.format(plan.paper_epochs), '',
+        gap_table(gaps(results, baseline, 'paper-schedule')), '']
+    if paper:
+        plot_paper_curves(results, os.path.join(results_dir,
+                                                'paper_curves.png'))
+        text += ['![test top-1 against epochs, the paper\'s schedule]'
+                 '({}/paper_curves.png)'.format(rel), '']
+    if handover:
+        plot_handover(handover, plan.n_train,
+                      os.path.join(results_dir, 'handover.png'))
+        text += [
+            '### The handover', '',
+            '`akiba2017`, seed 2, with the schedule laid out on {} '
+            'epochs (as in the study, the plateau runs and the paper), each '
+            'run stopped at the paper\'s epoch {:g} and logging the training '
+            'loss of every update (the shaded band is the slide, where '
+            'alpha_SGD rises from 0.5 to 1):'.format(
+                ', '.join(str(r['epochs']) for r in sorted(
+                    handover, key=lambda r: r['epochs'])), 15.0), '',
+            '| epochs | updates in the slide | largest loss from the slide\'s '
+            'start on | its position in the slide | loss at the run\'s end |',
+            '|---|---|---|---|---|']
+        for r in sorted(handover, key=lambda r: r['epochs']):
+            per_epoch = plan.n_train / r['total_minibatch']
+            points = [(handover_position(i / per_epoch, r['epochs']), loss)
+                      for i, loss in r['losses']]
+            after = [p for p in points if p[0] >= 0] or points
+            worst = max(after, key=lambda p: p[1])
+            text.append('| {} | {:.1f} | {:.3f} | {:+.2f} | {:.3f} |'.format(
+                r['epochs'], 2.5 / 90 * r['epochs'] * per_epoch, worst[1],
+                worst[0], points[-1][1]))
+        text += ['', '![training loss around the handover]'
+                 '({}/handover.png)'.format(rel), '']
+    if lr_ref is not None:
+        examples = [planned[0], planned[1]] + handover_runs(plan, lr_ref)[-1:]
+        examples = [run._replace(lr=lr_ref * run.k) for run in examples]
+        text += ['Commands (`mpiexec -n 1 -x OMP_NUM_THREADS=1 python '
+                 'train_imagenet.py ...`; the other runs change `--recipe` '
+                 'and its flags, `--seed` and `--out`; the short handover '
+                 'runs add `--scale-schedule` and stop earlier):', '', '```',
+                 *('python train_imagenet.py ' + ' '.join(train_args(
+                     run, plan, 'OUT/data/train.npz', 'OUT/data/val.npz',
+                     'OUT/runs/' + run.name)) for run in examples), '```', '']
+    train_s = sum(r['train_s'] for r in paper + handover)
+    text += ['{:.1f} h of training time (the trainer\'s clock) in these '
+             'runs so far.'.format(train_s / 3600), '']
+    return text
 
 
 def write_page(plan, results_dir, page):

@@ -262,7 +262,7 @@ def test_handover_runs_stop_past_the_slide_and_log_every_update():
     assert order[:4] == [
         'akiba2017-k128-handover7-seed2', 'akiba2017-k128-handover21-seed2',
         'akiba2017-k128-paper90-seed0', 'akiba2017-k128-handover90-seed2']
-    assert len(set(order)) == len(order) == 11
+    assert len(set(order)) == len(order) == 12
     quick = [r.name for r in regime.paper_stage_runs(regime.QUICK, 0.01)]
     assert len(set(quick)) == len(quick)
 
@@ -305,3 +305,43 @@ def test_parked_snapshots_carry_unfinished_runs_to_another_machine(
     runner.unpark(first.name, fresh, results)
     assert runner.snapshots_in(fresh) == ['snapshot_iter_12',
                                           'snapshot_iter_20']
+
+
+def paper_result(config, k, seed, top1, stage='paper-schedule', **extra):
+    return dict(dict(
+        name='{}-k{}-{}-seed{}'.format(config, k, stage, seed), stage=stage,
+        config=config, k=k, seed=seed, top1=top1, diverged=False, lr=0.01 * k,
+        peak_lr=0.01 * k, total_minibatch=12 * k, share=12 * k / 60000,
+        epochs=90, curve=[(2.0, 0.5), (90.0, top1 or 0.0)], train_s=10.0,
+        wall_s=10.0, finished=1.0, source='test'), **extra)
+
+
+def test_the_paper_schedule_section_reads_gaps_and_the_handover(tmp_path):
+    results = [paper_result('reference', 1, 0, 0.85),
+               paper_result('akiba2017', 128, 0, 0.84),
+               paper_result('akiba2017', 128, 1, 0.80)]
+    for epochs in (7, 90):
+        per_epoch = 60000 / 1536
+        # the loss peaks in the slide (paper epochs 10 to 12.5)
+        losses = [(i, 5.0 if 11 <= i / per_epoch * 90 / epochs < 12 else 1.0)
+                  for i in range(1, int(15 / 90 * epochs * per_epoch) + 1)]
+        results.append(paper_result('akiba2017', 128, 2, None, 'handover',
+                                    epochs=epochs, losses=losses, curve=[]))
+    text = '\n'.join(report.paper_schedule_text(
+        regime.FULL, results, str(tmp_path), '.', 0.01))
+    assert '3 of 9 runs on the paper\'s schedule and 2 of 3 handover runs' \
+        in text
+    # seed 1 has no reference run yet: only seed 0 is paired
+    assert '| `akiba2017` | 128 | `reference` | 1 | -1.00 | - | -1.00 |' \
+        in text
+    assert '| 7 | 7.6 | 5.000 |' in text and '| 90 | 97.7 | 5.000 |' in text
+    for name in ('paper_curves.png', 'handover.png'):
+        assert os.path.getsize(tmp_path / name) > 0
+    assert '--epoch 90' in text and '--iterations 586' in text
+
+
+def test_handover_position_is_zero_and_one_at_the_ends_of_the_slide():
+    from studies.paper_regime_study.plots import handover_position
+    assert handover_position(10.0, 90) == pytest.approx(0.0)
+    assert handover_position(12.5, 90) == pytest.approx(1.0)
+    assert handover_position(12.5 * 7 / 90, 7) == pytest.approx(1.0)
