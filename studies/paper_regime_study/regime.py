@@ -12,7 +12,7 @@ class Plan(collections.namedtuple('Plan', [
         'train_per_class', 'val_per_class', 'b_ref', 'bn_batch', 'k',
         'sweep_ks', 'epochs', 'width', 'crop_size', 'seeds', 'sweep_seeds',
         'lrs', 'lr_epochs', 'plateau_epochs', 'paper_epochs',
-        'paper_val_interval'])):
+        'paper_val_interval', 'paper_runs'])):
     """The size of a study.
 
     ``train_per_class`` x 10 training and ``val_per_class`` x 10 test
@@ -22,7 +22,8 @@ class Plan(collections.namedtuple('Plan', [
     the crop side; seeds of the main runs and of the minibatch sweep; the
     reference's learning rates ``lrs``, each tried for ``lr_epochs``; the
     epochs of the plateau runs (:func:`plateau_runs`); the epochs of the
-    runs on the paper's own schedule and their epochs between validations
+    runs on the paper's own schedule, their epochs between validations and
+    their ``(configuration, seed)`` in the order they train
     (:func:`paper_schedule_runs`).
     """
 
@@ -31,18 +32,29 @@ class Plan(collections.namedtuple('Plan', [
         return 10 * self.train_per_class
 
 
+#: The runs on the paper's own schedule, ``(configuration, seed)`` in the
+#: order they train: each recipe's seed 0 against the reference's, then
+#: more seeds of akiba2017 and of the reference, then the reference with
+#: zero-init (akiba2017-zero-init's baseline).
+PAPER_SCHEDULE_RUNS = (('akiba2017', 0), ('reference', 0),
+                       ('akiba2017-zero-init', 0), ('goyal2017', 0),
+                       ('you2017', 0), ('akiba2017', 1), ('akiba2017', 2),
+                       ('reference', 1), ('reference-zero-init', 0))
+
+
 #: The study: B_ref 12, B = 128 x 12 = 1,536 (2.56% of 60,000, 39 updates
 #: per epoch); see docs/large_batch_study.md for the time budget.
 FULL = Plan(train_per_class=6000, val_per_class=1000, b_ref=12, bn_batch=32,
             k=128, sweep_ks=(8, 32), epochs=7, width=0.125, crop_size=32,
             seeds=3, sweep_seeds=2, lrs=(0.005, 0.01, 0.02, 0.04, 0.08),
             lr_epochs=2, plateau_epochs=21, paper_epochs=90,
-            paper_val_interval=2)
+            paper_val_interval=2, paper_runs=PAPER_SCHEDULE_RUNS)
 #: A few iterations of every run on a tiny subset.
 QUICK = Plan(train_per_class=8, val_per_class=2, b_ref=2, bn_batch=4, k=4,
              sweep_ks=(2,), epochs=1, width=0.125, crop_size=32, seeds=1,
              sweep_seeds=1, lrs=(0.01, 0.02), lr_epochs=1, plateau_epochs=2,
-             paper_epochs=3, paper_val_interval=1)
+             paper_epochs=3, paper_val_interval=1,
+             paper_runs=(('akiba2017', 0), ('reference', 0)))
 
 
 class Config(collections.namedtuple('Config', [
@@ -185,22 +197,12 @@ def study_runs(plan, lr_ref):
     return runs
 
 
-#: The runs on the paper's own schedule, ``(configuration, seed)`` in the
-#: order they train: each recipe's seed 0 against the reference's, then
-#: more seeds of akiba2017 and of the reference, then the reference with
-#: zero-init (akiba2017-zero-init's baseline).
-PAPER_SCHEDULE_RUNS = (('akiba2017', 0), ('reference', 0),
-                       ('akiba2017-zero-init', 0), ('goyal2017', 0),
-                       ('you2017', 0), ('akiba2017', 1), ('akiba2017', 2),
-                       ('reference', 1), ('reference-zero-init', 0))
-
-
 def paper_schedule_runs(plan, lr_ref):
-    """``PAPER_SCHEDULE_RUNS`` for ``paper_epochs`` with the paper's epochs
+    """The plan's ``paper_runs`` for ``paper_epochs`` with the paper's epochs
     unscaled: the RMSprop-to-SGD slide (epochs 10 to 12.5) lasts about 98
     updates at k = 128, not 7.6 as in the study's 7 epochs."""
     runs = []
-    for name, seed in PAPER_SCHEDULE_RUNS:
+    for name, seed in plan.paper_runs:
         config = CONFIG[name]
         k = config.k(plan)
         runs.append(Run(run_name(config, k, seed, 'paper{}-'.format(

@@ -155,6 +155,8 @@ def generated_text(plan, results, results_dir, page):
     rel = os.path.relpath(results_dir, os.path.dirname(os.path.abspath(page)))
     lr_ref = choose_lr(results, plan)
     planned = len(sweep_runs(plan)) + len(study_runs(plan, 1.0))
+    compressed = [r for r in results
+                  if r['stage'] in ('lr-sweep', 'study', 'plateau')]
     study = summarize(results)
     at_k = [r for r in study if r['k'] in (1, plan.k)]
     swept = [r for r in study
@@ -163,9 +165,10 @@ def generated_text(plan, results, results_dir, page):
         '## Results',
         '',
         '{} of {} runs finished ({} diverged); {}.'.format(
-            len(results), planned, sum(r['diverged'] for r in results),
+            len(compressed), planned,
+            sum(r['diverged'] for r in compressed),
             'the study is complete; the command below reruns any run whose '
-            'result is removed' if len(results) >= planned else
+            'result is removed' if len(compressed) >= planned else
             'the study continues where it stopped with the command below'),
         '',
         '### Learning-rate sweep of the reference ({} images per step, {} '

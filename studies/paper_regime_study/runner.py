@@ -232,10 +232,12 @@ def check_plan(results, plan):
             stored = json.load(f)
     mine = json.loads(json.dumps(plan._asdict()))
     # more or fewer seeds are the same study, and so is a plan that adds
-    # stages (fields) to the stored one
+    # stages (fields) to the stored one or lacks stages stored
     ignore = dict(seeds=0, sweep_seeds=0)
-    if stored is not None and dict(stored, **ignore) != dict(
-            {k: v for k, v in mine.items() if k in stored}, **ignore):
+    shared = [k for k in mine if stored is not None and k in stored]
+    if stored is not None and dict({k: stored[k] for k in shared},
+                                   **ignore) != dict(
+            {k: mine[k] for k in shared}, **ignore):
         raise SystemExit('paper_regime_study: {} holds a study with another '
                          'plan ({}); use another --results'.format(
                              results, stored))

@@ -32,10 +32,14 @@ def test_quick_study_runs_skips_and_resumes(tmp_path):
     run()
     with open(os.path.join(results, 'results.json')) as f:
         rows = json.load(f)['runs']
-    planned = regime.sweep_runs(regime.QUICK) + regime.study_runs(
-        regime.QUICK, 0.01)
+    planned = (regime.sweep_runs(regime.QUICK) +
+               regime.study_runs(regime.QUICK, 0.01) +
+               regime.paper_stage_runs(regime.QUICK, 0.01))
     assert sorted(r['name'] for r in rows) == sorted(r.name for r in planned)
     for row in rows:
+        if row['stage'] == 'handover':  # no validation: losses instead
+            assert row['top1'] is None
+            continue
         assert row['diverged'] or 0 <= row['top1'] <= 1
         # A run that diverged before its first log line has no log.
         assert row['diverged'] or os.path.exists(
@@ -43,8 +47,11 @@ def test_quick_study_runs_skips_and_resumes(tmp_path):
     text = open(page).read()
     assert '23 of 23 runs finished' in text
     assert '6 of 6 plateau runs finished' in text
+    assert ('2 of 2 runs on the paper\'s schedule and 3 of 3 handover runs'
+            in text)
     assert all(os.path.getsize(os.path.join(results, name)) > 0
-               for name in ('curves.png', 'sweep.png', 'plateau.png'))
+               for name in ('curves.png', 'sweep.png', 'plateau.png',
+                            'paper_curves.png', 'handover.png'))
 
     # A finished run is skipped; one without its result resumes from its
     # final snapshot instead of training again.
