@@ -3,7 +3,9 @@
 ``InputError`` is bad input (a flag, file or line): the job ends with its
 one-line message and exit status 2. ``NonFiniteGradientError`` is an
 all-reduced gradient holding inf or NaN: every worker sees the same reduced
-buffer, so all raise together, before the optimizer applies it.
+buffer, so all raise together, before the optimizer applies it; like
+ChainerMN's own check it is a ``ValueError`` whose message says the
+gradient diverged.
 """
 
 #: The exit status of a job ended by a ``NonFiniteGradientError``, which the
@@ -15,8 +17,12 @@ class InputError(ValueError):
     """Bad input: its message is one line naming the file, line or flag."""
 
 
-class NonFiniteGradientError(RuntimeError):
+class NonFiniteGradientError(ValueError):
     """The averaged gradient is not finite; the update must not be applied.
+
+    ChainerMN's communicators raise ``ValueError('Parameters diverged after
+    allreduce.')`` in debug mode; this one is a ``ValueError`` too, and says
+    how many elements and where.
 
     Attributes:
         count (int): number of non-finite elements.
@@ -27,8 +33,8 @@ class NonFiniteGradientError(RuntimeError):
         self.count = count
         self.param_name = param_name
         super(NonFiniteGradientError, self).__init__(
-            'all-reduced gradient has {} non-finite element(s), the first in '
-            '{}'.format(count, param_name))
+            'all-reduced gradient diverged: {} non-finite element(s), the '
+            'first in {}'.format(count, param_name))
 
     @classmethod
     def at(cls, count, first_index, named_params):

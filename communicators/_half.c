@@ -5,7 +5,8 @@
  * has it (chosen at import), and with portable bit manipulation otherwise;
  * both give the bits of NumPy's astype: round to nearest even, overflow to
  * inf, subnormals exact, NaN kept as NaN with its sign and payload
- * truncated (a payload that truncates to zero becomes 1).  add_half
+ * truncated (a payload that truncates to zero becomes 1).  max_abs uses
+ * AVX2 where the CPU has it.  add_half
  * gives the bits of a float32 add of acc and half.astype(float32); of two
  * NaN operands it keeps acc's, as x86 does (NumPy's own loops differ on
  * that).  Setting
@@ -14,6 +15,10 @@
  *     to_half(src, out)    out = float16(src)     src float32, out float16
  *     add_half(acc, half)  acc += float32(half)   acc float32, half float16
  *     to_float(src, out)   out = float32(src)     src float16, out float32
+ *     to_float_scaled(src, out, scale)
+ *                          out = float32(src) * scale (one float32 rounding)
+ *     max_abs(src)         the largest |src[i]| of a float32 buffer (inf if
+ *                          any element is inf or NaN; 0 if it is empty)
  *
  * Every argument is a C-contiguous buffer of the same length; the GIL is
  * released while looping.
@@ -116,6 +121,23 @@ static void to_float_portable(const uint16_t *src, float *out,
         out[i] = half_bits_to_float(src[i]);
 }
 
+static void to_float_scaled_portable(const uint16_t *src, float *out,
+                                     float scale, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; ++i)
+        out[i] = half_bits_to_float(src[i]) * scale;
+}
+
+/* The magnitude bits of a float order as unsigned integers, NaN above inf:
+ * an integer maximum over them needs no floating-point compare. */
+static uint32_t max_abs_bits_portable(const float *src, Py_ssize_t n) {
+    uint32_t m = 0;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        uint32_t a = float_bits(src[i]) & 0x7fffffffu;
+        m = a > m ? a : m;
+    }
+    return m;
+}
+
 /* ---- F16C conversions ----------------------------------------------- */
 
 #ifdef HALF_X86
@@ -171,6 +193,40 @@ static void to_float_f16c(const uint16_t *src, float *out, Py_ssize_t n) {
     }
     to_float_portable(src + i, out + i, n - i);
 }
+
+__attribute__((target("f16c,avx")))
+static void to_float_scaled_f16c(const uint16_t *src, float *out,
+                                 float scale, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    __m256 s = _mm256_set1_ps(scale);
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_cvtph_ps(
+            _mm_loadu_si128((const __m128i *)(src + i)));
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(v, s));
+    }
+    to_float_scaled_portable(src + i, out + i, scale, n - i);
+}
+
+__attribute__((target("avx2")))
+static uint32_t max_abs_bits_avx2(const float *src, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    __m256i mask = _mm256_set1_epi32(0x7fffffff);
+    __m256i m0 = _mm256_setzero_si256(), m1 = _mm256_setzero_si256();
+    for (; i + 16 <= n; i += 16) {
+        __m256i a = _mm256_loadu_si256((const __m256i *)(src + i));
+        __m256i b = _mm256_loadu_si256((const __m256i *)(src + i + 8));
+        m0 = _mm256_max_epu32(m0, _mm256_and_si256(a, mask));
+        m1 = _mm256_max_epu32(m1, _mm256_and_si256(b, mask));
+    }
+    {
+        uint32_t lanes[8], m;
+        _mm256_storeu_si256((__m256i *)lanes, _mm256_max_epu32(m0, m1));
+        m = max_abs_bits_portable(src + i, n - i);
+        for (int j = 0; j < 8; ++j)
+            m = lanes[j] > m ? lanes[j] : m;
+        return m;
+    }
+}
 #endif
 
 static void (*to_half_loop)(const float *, uint16_t *, Py_ssize_t) =
@@ -179,6 +235,10 @@ static void (*add_half_loop)(float *, const uint16_t *, Py_ssize_t) =
     add_half_portable;
 static void (*to_float_loop)(const uint16_t *, float *, Py_ssize_t) =
     to_float_portable;
+static void (*to_float_scaled_loop)(const uint16_t *, float *, float,
+                                    Py_ssize_t) = to_float_scaled_portable;
+static uint32_t (*max_abs_bits_loop)(const float *, Py_ssize_t) =
+    max_abs_bits_portable;
 
 /* ---- argument checks -------------------------------------------------- */
 
@@ -304,6 +364,53 @@ static PyObject *py_to_float(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *py_to_float_scaled(PyObject *self, PyObject *args) {
+    Py_buffer src, out;
+    Py_ssize_t n;
+    PyObject *pair;
+    float scale;
+    (void)self;
+    if (PyTuple_GET_SIZE(args) != 3) {
+        PyErr_SetString(PyExc_TypeError,
+                        "to_float_scaled takes (src, out, scale)");
+        return NULL;
+    }
+    scale = (float)PyFloat_AsDouble(PyTuple_GET_ITEM(args, 2));
+    if (scale == -1.0f && PyErr_Occurred())
+        return NULL;
+    pair = PyTuple_GetSlice(args, 0, 2);
+    if (pair == NULL)
+        return NULL;
+    if (get_pair(pair, "to_float_scaled", "src", 'e', 0, "out", 'f', 1,
+                 &src, &out, &n) < 0) {
+        Py_DECREF(pair);
+        return NULL;
+    }
+    Py_DECREF(pair);
+    Py_BEGIN_ALLOW_THREADS
+    to_float_scaled_loop((const uint16_t *)src.buf, (float *)out.buf, scale,
+                         n);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&src);
+    PyBuffer_Release(&out);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_max_abs(PyObject *self, PyObject *arg) {
+    Py_buffer src;
+    uint32_t bits;
+    (void)self;
+    if (get_buffer(arg, &src, 'f', 0, "max_abs", "src") < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    bits = max_abs_bits_loop((const float *)src.buf, src.len / 4);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&src);
+    if (bits > 0x7f800000u)                  /* NaN reads as inf */
+        bits = 0x7f800000u;
+    return PyFloat_FromDouble(bits_float(bits));
+}
+
 static PyMethodDef half_methods[] = {
     {"to_half", py_to_half, METH_VARARGS,
      "to_half(src, out): out = float16(src), src float32, out float16."},
@@ -312,6 +419,12 @@ static PyMethodDef half_methods[] = {
      "half float16."},
     {"to_float", py_to_float, METH_VARARGS,
      "to_float(src, out): out = float32(src), src float16, out float32."},
+    {"to_float_scaled", py_to_float_scaled, METH_VARARGS,
+     "to_float_scaled(src, out, scale): out = float32(src) * scale, src "
+     "float16, out float32."},
+    {"max_abs", py_max_abs, METH_O,
+     "max_abs(src): the largest magnitude in a float32 buffer, inf if it "
+     "holds inf or NaN, 0.0 if empty."},
     {NULL, NULL, 0, NULL}
 };
 
@@ -330,14 +443,18 @@ PyMODINIT_FUNC PyInit__half(void) {
 #ifdef HALF_X86
     {
         const char *off = getenv("COMMUNICATORS_HALF_NO_F16C");
+        int portable = off != NULL && off[0] != '\0' && strcmp(off, "0") != 0;
         __builtin_cpu_init();
         f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")
-               && !(off != NULL && off[0] != '\0' && strcmp(off, "0") != 0);
+               && !portable;
+        if (__builtin_cpu_supports("avx2") && !portable)
+            max_abs_bits_loop = max_abs_bits_avx2;
     }
     if (f16c) {
         to_half_loop = to_half_f16c;
         add_half_loop = add_half_f16c;
         to_float_loop = to_float_f16c;
+        to_float_scaled_loop = to_float_scaled_f16c;
     }
 #endif
     if (PyModule_AddObject(module, "uses_f16c", PyBool_FromLong(f16c)) < 0) {

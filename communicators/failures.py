@@ -6,9 +6,10 @@
   exits 2.
 - Bad input met by one worker while training (an undecodable image): that
   worker prints one line naming its rank and aborts the job with status 2.
-- A non-finite all-reduced gradient: every worker raises together; rank 0
-  prints one line and every worker exits 3, leaving the snapshots as they
-  are.
+- A non-finite all-reduced gradient (:class:`errors.NonFiniteGradientError`,
+  a ``ValueError`` but not bad input): every worker raises together; rank 0
+  prints its one line and every worker exits 3, leaving the snapshots as
+  they are.
 - Anything else: the traceback, then an abort with status 1, so that no
   worker is left blocked in a collective.
 """
@@ -83,8 +84,7 @@ def ending_the_job(out):
         _world().Abort(2)
     except NonFiniteGradientError as e:
         if _world().rank == 0:
-            _error('training diverged: {}; the snapshots in {} are untouched'
-                   .format(e, out))
+            _error('{}; the snapshots in {} are untouched'.format(e, out))
         sys.exit(DIVERGED_STATUS)
     except Exception:
         traceback.print_exc()

@@ -1,4 +1,4 @@
-"""float32 <-> float16 conversions of the float16-wire ring all-reduce.
+"""float32 <-> float16 conversions of the float16 gradient all-reduce.
 
 NumPy 1.23 converts between float16 and float32 one element at a time
 (2-4 ns per element), several times the cost of a float32 add, which made
@@ -26,7 +26,7 @@ def _conversion(name, first, second, fallback, doc):
     ``b``, which must be NumPy arrays of one shape; the extension takes them
     when both are C-contiguous.
     """
-    def convert(a, b):
+    def convert(a, b, *scale):
         for (arg, dtype), array in ((first, a), (second, b)):
             if not isinstance(array, numpy.ndarray) or array.dtype != dtype:
                 raise ValueError('{}: {} must be a numpy.ndarray of {}, got {}'
@@ -36,9 +36,9 @@ def _conversion(name, first, second, fallback, doc):
             raise ValueError('{}: {} has shape {} but {} has shape {}'.format(
                 name, first[0], a.shape, second[0], b.shape))
         if _half is not None and a.flags.c_contiguous and b.flags.c_contiguous:
-            getattr(_half, name)(a, b)
+            getattr(_half, name)(a, b, *scale)
         else:
-            fallback(a, b)
+            fallback(a, b, *scale)
     convert.__name__ = convert.__qualname__ = name
     convert.__doc__ = doc
     return convert
@@ -73,3 +73,29 @@ to_float = _conversion(
         src (numpy.ndarray): float16 values.
         out (numpy.ndarray): float32 array of the same shape.
     """)
+
+to_float_scaled = _conversion(
+    'to_float_scaled', ('src', numpy.float16), ('out', numpy.float32),
+    lambda src, out, scale: numpy.multiply(src, numpy.float32(scale),
+                                           out=out, dtype=numpy.float32),
+    """``out[...] = src * scale``: float16 widened, then one float32 product.
+
+    Args:
+        src (numpy.ndarray): float16 values.
+        out (numpy.ndarray): float32 array of the same shape.
+        scale (float): the factor, taken as a float32.
+    """)
+
+
+def max_abs(src):
+    """The largest magnitude in the float32 array ``src`` as a float: inf
+    when it holds inf or NaN, 0.0 when it is empty."""
+    if not isinstance(src, numpy.ndarray) or src.dtype != numpy.float32:
+        raise ValueError('max_abs: src must be a numpy.ndarray of float32, '
+                         'got {}'.format(getattr(src, 'dtype', type(src))))
+    if _half is not None and src.flags.c_contiguous:
+        return _half.max_abs(src)
+    if src.size == 0:
+        return 0.
+    bits = (src.view(numpy.uint32) & numpy.uint32(0x7fffffff)).max()
+    return float(numpy.uint32(min(bits, 0x7f800000)).view(numpy.float32))

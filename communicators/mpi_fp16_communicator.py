@@ -1,10 +1,13 @@
 """CPU communicator whose gradient all-reduce moves float16 over MPI."""
+from mpi4py import MPI
 import numpy
 
 from chainermn.communicators.naive_communicator import NaiveCommunicator
 
+from communicators import half_scaling
 from communicators.gradients import named_gradients
 from communicators.half_conversion import to_float
+from communicators.half_conversion import to_float_scaled
 from errors import NonFiniteGradientError
 from communicators.ring_allreduce import HalfPrecisionRingAllreduce
 
@@ -19,16 +22,15 @@ _FP16_MINUS_INF = numpy.uint16(0xfc00)
 class MpiFp16Communicator(NaiveCommunicator):
     """ChainerMN's ``naive`` communicator with a float16 gradient mean.
 
-    ``multi_node_mean_grad`` packs every gradient (float32, or float16 under
-    ``chainer.mixed16``) into one float32 buffer already divided by ``2 **
-    k >= p``, the number of workers rounded up to a power of two (so that
-    no partial sum of gradients below 65504 can exceed float16's range, and
-    so that the division is exact: a float16 gradient reaches the wire with
-    the bits it left the backward pass with), all-reduces it with float16
-    on the wire and float32 accumulation, multiplying each complete sum by
-    ``2 ** k / p`` before its one rounding to float16, checks the mean and
-    unpacks it (a float16 gradient takes the mean's bits as they are).
-    Every other method is ChainerMN's.
+    ``multi_node_mean_grad`` takes each parameter's largest gradient
+    magnitude over the workers (one MAX all-reduce of a float32 per
+    parameter), packs every gradient (float32, or float16 under
+    ``chainer.mixed16``) into one float32 buffer multiplied by its
+    parameter's power-of-two scale ``s`` (:mod:`communicators.half_scaling`:
+    the sum fills float16's range and cannot overflow), sums it with
+    float16 on the wire and float32 accumulation, checks the sum, and
+    unpacks it multiplied by ``1 / (s p)``. Every other method is
+    ChainerMN's.
     """
 
     def __init__(self, mpi_comm):
@@ -40,8 +42,9 @@ class MpiFp16Communicator(NaiveCommunicator):
         """Average the gradients of ``model`` over all workers.
 
         Raises:
-            NonFiniteGradientError: on every worker alike, when the mean
-                holds inf or NaN; the gradients are then left as they were.
+            NonFiniteGradientError: on every worker alike, when the sum
+                holds inf or NaN (only a non-finite gradient makes it so);
+                the gradients are then left as they were.
         """
         named = named_gradients(model, zero_fill)
         for name, param in named:
@@ -50,37 +53,39 @@ class MpiFp16Communicator(NaiveCommunicator):
                     'communicator mpi_fp16 averages CPU (NumPy) gradients; '
                     '{} is {} (use pure_nccl_fp16 on GPUs)'
                     .format(name, type(param.grad).__name__))
+        peaks = half_scaling.maxima([param.grad for _, param in named])
+        self.mpi_comm.Allreduce(MPI.IN_PLACE, peaks, op=MPI.MAX)
+        scales = half_scaling.scales(peaks, self.size)
+        inverses = half_scaling.inverses(scales, self.size)
         n = sum(param.grad.size for _, param in named)
         if self._packed.size < n:
             self._packed = numpy.empty(n, numpy.float32)
         packed = self._packed[:n]
-        k = (self.size - 1).bit_length()
         offset = 0
-        for _, param in named:
+        for (_, param), scale in zip(named, scales):
             g = param.grad
             part = packed[offset:offset + g.size].reshape(g.shape)
             if g.dtype == numpy.float16:
                 to_float(g, part)
-                part *= numpy.float32(2. ** -k)
+                part *= scale
             else:
-                numpy.multiply(g, numpy.float32(2. ** -k), out=part)
+                numpy.multiply(g, scale, out=part)
             offset += g.size
-        mean = self.ring(packed, None if 2 ** k == self.size
-                         else numpy.float32(2. ** k / self.size))
+        total = self.ring(packed)
         # Two vectorized maxima of the 16-bit words (NumPy's float16
         # isfinite is scalar); the mask is built only when one is non-finite.
-        bits = mean.view(numpy.uint16)
+        bits = total.view(numpy.uint16)
         if n and (bits.view(numpy.int16).max() >= _FP16_INF
                   or bits.max() >= _FP16_MINUS_INF):
             bad = (bits & _FP16_MAGNITUDE) >= _FP16_INF
             raise NonFiniteGradientError.at(
                 int(numpy.count_nonzero(bad)), int(numpy.argmax(bad)), named)
         offset = 0
-        for _, param in named:
+        for (_, param), inverse in zip(named, inverses):
             g = param.grad
-            part = mean[offset:offset + g.size].reshape(g.shape)
+            part = total[offset:offset + g.size].reshape(g.shape)
             if g.dtype == numpy.float16:
-                g[...] = part
+                g[...] = numpy.multiply(part, inverse, dtype=numpy.float32)
             else:
-                to_float(part, g)
+                to_float_scaled(part, g, inverse)
             offset += g.size

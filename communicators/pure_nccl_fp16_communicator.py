@@ -2,10 +2,12 @@
 
 ChainerMN's own ``pure_nccl`` with ``allreduce_grad_dtype=float16`` casts
 first and divides by the number of workers after the sum, so a sum of large
-gradients can overflow float16. This one packs the float32 gradients with
-ChainerMN's kernels, scales by 1 / workers and casts in one fused kernel,
-sums in float16 with NCCL, counts non-finite elements, and unpacks (casting
-back to float32) with ChainerMN's kernels.
+gradients can overflow float16. This one scales each parameter's gradient
+by the power of two of :mod:`communicators.half_scaling` (from an NCCL MAX
+all-reduce of each parameter's largest magnitude) and casts it in one
+kernel per parameter, sums in float16 with NCCL, counts non-finite
+elements, and unpacks multiplying by ``1 / (s p)``, again one kernel per
+parameter.
 """
 import numpy
 
@@ -14,17 +16,23 @@ from chainermn.communicators.pure_nccl_communicator import \
     PureNcclCommunicator
 from chainermn import nccl
 
+from communicators import half_scaling
 from communicators.gradients import named_gradients
 from errors import NonFiniteGradientError
 
-_FLOAT32 = numpy.dtype(numpy.float32)
 _FLOAT16 = numpy.dtype(numpy.float16)
 
 
 def _scale_to_half():
     return cuda.elementwise(
-        'float32 g, float32 scale', 'float16 h', 'h = g * scale',
-        'scale_to_half')
+        'T g, raw float32 scales, int32 i', 'float16 h',
+        'h = (float) g * scales[i]', 'scale_to_half')
+
+
+def _unscale():
+    return cuda.elementwise(
+        'float16 h, raw float32 inverses, int32 i', 'T g',
+        'g = (T) ((float) h * inverses[i])', 'unscale_from_half')
 
 
 def _count_non_finite():
@@ -34,33 +42,39 @@ def _count_non_finite():
 
 
 class PureNcclFp16Communicator(PureNcclCommunicator):
-    """ChainerMN's ``pure_nccl`` with a scale-first float16 gradient mean.
+    """ChainerMN's ``pure_nccl`` with a scaled float16 gradient mean.
 
     Raises :class:`~errors.NonFiniteGradientError` from
-    ``multi_node_mean_grad`` on every worker alike when the mean holds inf
+    ``multi_node_mean_grad`` on every worker alike when the sum holds inf
     or NaN. The check reads one number back from the GPU per update.
     """
 
     def __init__(self, mpi_comm):
         super(PureNcclFp16Communicator, self).__init__(mpi_comm)
         self.set_config('allreduce_grad_dtype', _FLOAT16)
-        self.set_config('batched_copy', True)
 
     def _multi_node_mean_grad_async(self, model, zero_fill, stream):
         self._init_comms()
         named = named_gradients(model, zero_fill)
-        params = [param for _, param in named]
-        n = sum(param.grad.size for param in params)
+        grads = [param.grad for _, param in named]
+        n = sum(g.size for g in grads)
         if n == 0:
             return
-        self.gpu_buffer_a.assign(n * _FLOAT32.itemsize)
         self.gpu_buffer_b.assign(n * _FLOAT16.itemsize)
-        self._pack_params_to_buffer(params, 'grad', self.gpu_buffer_a,
-                                    _FLOAT32, zero_fill, stream)
-        packed = self.gpu_buffer_a.array(n, dtype=_FLOAT32)
         half = self.gpu_buffer_b.array(n, dtype=_FLOAT16)
         with stream:
-            _scale_to_half()(packed, numpy.float32(1. / self.size), half)
+            peaks = half_scaling.maxima(grads)
+            self.nccl_comm.allReduce(peaks.data.ptr, peaks.data.ptr,
+                                     peaks.size, nccl.NCCL_FLOAT32,
+                                     nccl.NCCL_MAX, stream.ptr)
+            scales = half_scaling.scales(peaks, self.size)
+            inverses = half_scaling.inverses(scales, self.size)
+            parts, offset = [], 0
+            for i, g in enumerate(grads):
+                part = half[offset:offset + g.size].reshape(g.shape)
+                _scale_to_half()(g, scales, numpy.int32(i), part)
+                parts.append(part)
+                offset += g.size
             self.nccl_comm.allReduce(half.data.ptr, half.data.ptr, n,
                                      nccl.NCCL_FLOAT16, nccl.NCCL_SUM,
                                      stream.ptr)
@@ -69,7 +83,7 @@ class PureNcclFp16Communicator(PureNcclCommunicator):
         count = int(count)
         if count:
             first = int(cuda.cupy.argmax(~cuda.cupy.isfinite(half)))
-            self.params_data = None
             raise NonFiniteGradientError.at(count, first, named)
-        self._unpack_params_from_buffer(params, 'grad', self.gpu_buffer_b,
-                                        _FLOAT16, zero_fill, stream)
+        with stream:
+            for i, (g, part) in enumerate(zip(grads, parts)):
+                _unscale()(part, inverses, numpy.int32(i), g)

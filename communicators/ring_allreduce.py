@@ -33,15 +33,12 @@ class HalfPrecisionRingAllreduce(object):
         self._wire = numpy.empty(0, numpy.float16)
         self._recv = numpy.empty(0, numpy.float16)
 
-    def __call__(self, x, scale=None):
+    def __call__(self, x):
         """The sum of ``x`` over all ranks, as float16.
 
         Args:
             x (numpy.ndarray): 1-d float32 buffer of the same length on
                 every rank; it is overwritten (used as the accumulator).
-            scale (numpy.float32): if given, each complete sum is
-                multiplied by it in float32 before its one rounding to
-                float16.
 
         Returns:
             numpy.ndarray: the float16 sum, a view of an internal buffer
@@ -60,8 +57,6 @@ class HalfPrecisionRingAllreduce(object):
         with numpy.errstate(over='ignore', invalid='ignore'):
             # Reduce-scatter: after step s, chunk (r - s - 1) % p holds the
             # sum of s + 2 ranks; after p - 1 steps rank r owns chunk r + 1.
-            if p == 1 and scale is not None:
-                x *= scale
             to_half(x[chunks[r]], wire[chunks[r]])
             for s in range(p - 1):
                 sent, got = chunks[(r - s) % p], chunks[(r - s - 1) % p]
@@ -69,8 +64,6 @@ class HalfPrecisionRingAllreduce(object):
                 recv = self._recv[:acc.size]
                 self._sendrecv(wire[sent], recv)
                 add_half(acc, recv)
-                if s == p - 2 and scale is not None:
-                    acc *= scale
                 to_half(acc, wire[got])
             # All-gather of the owned chunks, float16 end to end.
             for s in range(p - 1):

@@ -13,10 +13,12 @@ class Param(object):
 def test_non_finite_error_names_first_parameter():
     named = [('/a', Param(3)), ('/b/W', Param(2)), ('/c', Param(4))]
     error = errors.NonFiniteGradientError.at(7, 4, named)
-    assert isinstance(error, RuntimeError)
+    # ChainerMN's convention: a ValueError whose message says "diverged"
+    assert isinstance(error, ValueError)
+    assert not isinstance(error, errors.InputError)
     assert (error.count, error.param_name) == (7, '/b/W')
-    assert str(error) == ('all-reduced gradient has 7 non-finite element(s), '
-                          'the first in /b/W')
+    assert str(error) == ('all-reduced gradient diverged: 7 non-finite '
+                          'element(s), the first in /b/W')
     assert errors.NonFiniteGradientError.at(1, 0, named).param_name == '/a'
     assert errors.NonFiniteGradientError.at(1, 8, named).param_name == '/c'
 

@@ -120,8 +120,8 @@ def test_divergence_exits_3_reported_once(world, capsys, rank):
     error = NonFiniteGradientError(5, '/predictor/fc/W')
     assert end(error, out='result/run') == 3
     assert stderr_lines(capsys) == (
-        ['train_imagenet.py: error: training diverged: all-reduced gradient '
-         'has 5 non-finite element(s), the first in /predictor/fc/W; the '
+        ['train_imagenet.py: error: all-reduced gradient diverged: 5 '
+         'non-finite element(s), the first in /predictor/fc/W; the '
          'snapshots in result/run are untouched'] if rank == 0 else [])
     assert world.aborted is None
 

@@ -96,7 +96,7 @@ def test_divergence_stops_and_leaves_the_last_snapshot_loadable(tmp_path):
     lines = [line for line in proc.stderr.splitlines()
              if 'error' in line]
     assert len(lines) == 1, proc.stderr
-    assert 'training diverged: all-reduced gradient has' in lines[0]
+    assert 'error: all-reduced gradient diverged: ' in lines[0]
     assert 'non-finite element(s)' in lines[0]
     diverged_at = int(lines[0].split('at iteration ')[1].split(';')[0])
     snapshots = sorted(f for f in os.listdir(out)
