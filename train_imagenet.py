@@ -56,6 +56,9 @@ def parse_args(argv):
     add('--communicator', help='ChainerMN communicator, mpi_fp16 or '
         'pure_nccl_fp16 (default: naive on CPU, pure_nccl on GPU)')
     add('--allreduce-dtype', choices=('float16', 'float32'), default='float16')
+    add('--virtual-worker-rounding', choices=('on', 'off'), default='on',
+        help='with --accumulate and a float16 all-reduce, round each '
+        'micro-batch\'s gradient as a float16 worker\'s')
     add('--bn-stats', choices=('final-batch', 'moving-average'),
         default='final-batch', help='BN statistics for evaluation')
     add('--bn-variance', choices=models.final_batch_normalization.VARIANCES,
@@ -209,7 +212,10 @@ def train(args, recipe):
     loss_scale = recipes.create_loss_scale(recipe)
     updater = updaters.MicroBatchUpdater(
         train_iter, optimizer, datasets.SkippingConverter(), device,
-        args.accumulate, args.on_non_finite, loss_scale)
+        args.accumulate, args.on_non_finite, loss_scale,
+        rounded_workers=(comm.size * args.accumulate
+                         if args.allreduce_dtype == 'float16'
+                         and args.virtual_worker_rounding == 'on' else None))
     stop = ((args.iterations, 'iteration') if args.iterations
             else (args.epoch, 'epoch'))
     trainer = training.Trainer(updater, stop, out=args.out)

@@ -13,10 +13,17 @@ sums are the same floats, at a fraction of the per-parameter cost.
 With a loss scale (mixed precision), every micro-batch's backward pass starts
 from the scale, the all-reduce averages the scaled gradients, and the update
 rules divide the scale out in float32 (Chainer's ``param._loss_scale``).
+
+With a float16 all-reduce, ``rounded_workers`` (p x K) rounds each
+micro-batch's gradient as a float16 worker's is rounded (times a power-of-two
+scale, to float16 and back: :func:`communicators.half_scaling.round_as_worker`)
+before it joins the sum, so that K micro-batches on p processes meet the
+rounding of p x K workers, not of p.
 """
 from chainer import reporter
 from chainer import training
 
+from communicators.half_scaling import round_as_worker
 from errors import NonFiniteGradientError
 from optimizers import fp32_masters
 
@@ -37,10 +44,15 @@ class MicroBatchUpdater(training.updaters.StandardUpdater):
     ``on_non_finite`` policy apply. ``loss_scale`` and ``overflows`` are
     reported, and saved in snapshots with the float32 master copies of
     float16 parameters (:mod:`optimizers.fp32_masters`).
+
+    With ``rounded_workers`` (an int, p x K) and ``micro_batches`` > 1,
+    every micro-batch's gradient is rounded as one of ``rounded_workers``
+    float16 workers' before it is added to the others.
     """
 
     def __init__(self, iterator, optimizer, converter, device,
-                 micro_batches=1, on_non_finite='stop', loss_scale=None):
+                 micro_batches=1, on_non_finite='stop', loss_scale=None,
+                 rounded_workers=None):
         super(MicroBatchUpdater, self).__init__(
             iterator, optimizer, converter=converter, device=device)
         if on_non_finite not in ('stop', 'skip'):
@@ -48,6 +60,7 @@ class MicroBatchUpdater(training.updaters.StandardUpdater):
         self.micro_batches = micro_batches
         self.on_non_finite = on_non_finite
         self.loss_scale = loss_scale
+        self.rounded_workers = rounded_workers
         self.skipped_updates = 0
 
     def update_core(self):
@@ -69,6 +82,9 @@ class MicroBatchUpdater(training.updaters.StandardUpdater):
             (loss / self.micro_batches).backward(loss_scale=scale)
             del loss
             if self.micro_batches > 1:
+                if self.rounded_workers:
+                    round_as_worker([param.grad for param in params],
+                                    self.rounded_workers)
                 sums = _add_and_clear_grads(params, sums)
         if sums is not None:
             for param, grad in zip(params, sums):

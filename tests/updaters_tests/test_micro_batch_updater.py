@@ -4,6 +4,7 @@ import chainer.links as L
 import numpy
 import pytest
 
+from communicators import half_scaling
 import updaters
 
 MICRO_BATCHES = 3
@@ -93,3 +94,40 @@ def test_gradients_are_the_sums_chainer_would_accumulate(micro_batches):
             continue
         numpy.testing.assert_array_equal(record.grads[name], grad,
                                          err_msg=name)
+
+
+def test_rounded_workers_round_each_micro_batch_as_a_float16_worker():
+    batch, workers = 4, 2 * MICRO_BATCHES
+    examples = data(batch * MICRO_BATCHES)
+    model = make_model()
+    optimizer = chainer.optimizers.SGD(lr=0.1)
+    optimizer.setup(model)
+    record = GradientRecord()
+    optimizer.add_hook(record)
+    iterator = chainer.iterators.SerialIterator(examples, batch,
+                                                shuffle=False)
+    updater = updaters.MicroBatchUpdater(
+        iterator, optimizer, chainer.dataset.concat_examples, -1,
+        micro_batches=MICRO_BATCHES, rounded_workers=workers)
+    update(updater, model)
+    # each micro-batch's gradient on its own, rounded, then summed
+    reference = make_model()
+    expected, unrounded = {}, {}
+    for i in range(0, len(examples), batch):
+        reference.cleargrads()
+        x, t = chainer.dataset.concat_examples(examples[i:i + batch])
+        (reference(x, t) / MICRO_BATCHES).backward()
+        named = [(n, p) for n, p in reference.namedparams()
+                 if p.grad is not None]
+        for name, param in named:
+            unrounded[name] = unrounded.get(name, 0) + param.grad
+        half_scaling.round_as_worker([p.grad for _, p in named], workers)
+        for name, param in named:
+            expected[name] = (param.grad if name not in expected
+                              else expected[name] + param.grad)
+    for name, grad in expected.items():
+        numpy.testing.assert_array_equal(record.grads[name], grad,
+                                         err_msg=name)
+    changed = [name for name in expected
+               if not numpy.array_equal(expected[name], unrounded[name])]
+    assert changed, 'no gradient met a float16 rounding'
