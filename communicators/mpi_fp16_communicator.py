@@ -33,6 +33,11 @@ class MpiFp16Communicator(NaiveCommunicator):
     ChainerMN's.
     """
 
+    #: ``multi_node_mean_grad`` counts the non-finite elements of the summed
+    #: gradients and raises :class:`~errors.NonFiniteGradientError` itself,
+    #: so an optimizer hook need not check them again.
+    checks_non_finite = True
+
     def __init__(self, mpi_comm):
         super(MpiFp16Communicator, self).__init__(mpi_comm)
         self.ring = HalfPrecisionRingAllreduce(mpi_comm)

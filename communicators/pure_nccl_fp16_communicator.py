@@ -49,6 +49,11 @@ class PureNcclFp16Communicator(PureNcclCommunicator):
     or NaN. The check reads one number back from the GPU per update.
     """
 
+    #: ``multi_node_mean_grad`` counts the non-finite elements of the summed
+    #: gradients and raises :class:`~errors.NonFiniteGradientError` itself,
+    #: so an optimizer hook need not check them again.
+    checks_non_finite = True
+
     def __init__(self, mpi_comm):
         super(PureNcclFp16Communicator, self).__init__(mpi_comm)
         self.set_config('allreduce_grad_dtype', _FLOAT16)

@@ -172,6 +172,7 @@ class _Checks(object):
         for name, param in model.namedparams():
             numpy.testing.assert_array_equal(self.host(param.grad),
                                              before[name])
+        assert self.comm.checks_non_finite is True
         print('ok non-finite {}'.format(bad_value))
 
     def optimizer(self):
