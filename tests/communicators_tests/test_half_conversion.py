@@ -102,6 +102,39 @@ def test_add_half_all_bit_patterns(backend):
     numpy.testing.assert_array_equal(acc[~finite], expected[~finite])
 
 
+def test_to_float_scaled_is_one_float32_product(backend):
+    h = _all_float16()
+    finite = numpy.isfinite(h)
+    for scale in (numpy.float32(2. ** -7), numpy.float32(1. / 3),
+                  numpy.float32(2. ** 90)):
+        out = numpy.empty(h.size, numpy.float32)
+        with numpy.errstate(over='ignore', invalid='ignore'):
+            backend.to_float_scaled(h, out, scale)
+            expected = h.astype(numpy.float32) * scale
+        numpy.testing.assert_array_equal(_bits(out)[finite],
+                                         _bits(expected)[finite])
+        numpy.testing.assert_array_equal(numpy.isnan(out),
+                                         numpy.isnan(expected))
+
+
+def test_max_abs_with_non_finite_as_inf(backend):
+    x = _float32_cases()
+    finite = x[numpy.isfinite(x)]
+    assert backend.max_abs(finite) == numpy.abs(finite).max()
+    for n in (0, 1, 7, 8, 15, 16, 17, 1001):
+        part = finite[-n:] if n else finite[:0]
+        expected = float(numpy.abs(part).max()) if n else 0.
+        assert backend.max_abs(part) == expected, n
+        assert backend.max_abs(part[::2]) == (
+            float(numpy.abs(part[::2]).max()) if n else 0.), n
+    for bad in (numpy.inf, -numpy.inf, numpy.nan):
+        y = finite[:1001].copy()
+        y[500] = bad
+        assert backend.max_abs(y) == numpy.inf
+    with pytest.raises(ValueError, match='max_abs: src must be a numpy'):
+        backend.max_abs(numpy.zeros(3))
+
+
 def test_non_contiguous_and_odd_lengths(backend):
     x = _float32_cases()[:2 * 1001:2]  # strided, not a multiple of 8
     out = numpy.empty(x.size, numpy.float16)
