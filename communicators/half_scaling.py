@@ -40,7 +40,8 @@ def _cuda_max_abs():
     from chainer.backends import cuda
     return cuda.reduce(
         'T x', 'float32 m', 'isfinite((float) x) ? fabsf((float) x) : '
-        '__int_as_float(0x7f800000)', 'max(a, b)', 'm = a', '0', 'max_abs_or_inf')
+        '__int_as_float(0x7f800000)', 'max(a, b)', 'm = a', '0',
+        'max_abs_or_inf')
 
 
 def max_abs(g):
