@@ -88,7 +88,7 @@ def scales(peaks, summands):
         stays non-finite in the sum, where the communicator counts it).
     """
     xp = chainer.backend.get_array_module(peaks)
-    limit = FLOAT16_MAX / (summands * (1. + 2. ** -11) ** summands)
+    limit = _limit(summands)
     m = peaks.astype(numpy.float64)
     with numpy.errstate(divide='ignore', invalid='ignore', over='ignore'):
         e = xp.floor(xp.log2(limit / m))
@@ -96,6 +96,22 @@ def scales(peaks, summands):
         e = xp.where(xp.isfinite(e),
                      xp.clip(e, -EXPONENT_LIMIT, EXPONENT_LIMIT), 0.)
     return xp.exp2(e).astype(numpy.float32)
+
+
+def _limit(summands):
+    """The largest ``peak * s`` whose float16 sum over ``summands`` workers
+    stays finite."""
+    return FLOAT16_MAX / (summands * (1. + 2. ** -11) ** summands)
+
+
+def finite_by_construction(peaks, scales, summands):
+    """True when the float16 sum of gradients scaled by ``scales`` cannot
+    hold inf or NaN: every peak is finite and within the limit (it is not,
+    after scaling, only where a non-finite gradient made the peak inf or a
+    peak beyond 2^EXPONENT_LIMIT clipped the scale). NumPy arrays only."""
+    with numpy.errstate(invalid='ignore', over='ignore'):
+        return bool((peaks.astype(numpy.float64) * scales
+                     <= _limit(summands)).all())
 
 
 def inverses(scales, summands):

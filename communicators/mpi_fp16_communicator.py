@@ -77,11 +77,14 @@ class MpiFp16Communicator(NaiveCommunicator):
                 numpy.multiply(g, scale, out=part)
             offset += g.size
         total = self.ring(packed)
-        # Two vectorized maxima of the 16-bit words (NumPy's float16
-        # isfinite is scalar); the mask is built only when one is non-finite.
+        # Finite scaled gradients cannot sum to inf or NaN; otherwise two
+        # vectorized maxima of the 16-bit words (NumPy's float16 isfinite is
+        # scalar) and, only when one is non-finite, the count.
         bits = total.view(numpy.uint16)
-        if n and (bits.view(numpy.int16).max() >= _FP16_INF
-                  or bits.max() >= _FP16_MINUS_INF):
+        if n and not half_scaling.finite_by_construction(
+                peaks, scales, self.size) and (
+                bits.view(numpy.int16).max() >= _FP16_INF
+                or bits.max() >= _FP16_MINUS_INF):
             bad = (bits & _FP16_MAGNITUDE) >= _FP16_INF
             raise NonFiniteGradientError.at(
                 int(numpy.count_nonzero(bad)), int(numpy.argmax(bad)), named)

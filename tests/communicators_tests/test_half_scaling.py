@@ -65,3 +65,28 @@ def test_round_as_worker_rounds_the_scaled_gradient_to_float16():
     normal = numpy.abs(before * s) >= 2. ** -14
     assert normal.sum() > 500
     numpy.testing.assert_allclose(g[normal], before[normal], rtol=2. ** -11)
+
+
+def test_finite_by_construction_only_for_finite_unclipped_peaks():
+    for p in (2, 3, 1024):
+        peaks = numpy.array([1e-3, 4e4, 0.], numpy.float32)
+        scales = half_scaling.scales(peaks, p)
+        assert half_scaling.finite_by_construction(peaks, scales, p)
+        for bad in (numpy.inf, numpy.nan, 3e38):
+            peaks[1] = bad
+            assert not half_scaling.finite_by_construction(
+                peaks, half_scaling.scales(peaks, p), p), (p, bad)
+
+
+def test_a_sum_of_scaled_float16_gradients_stays_finite():
+    """The worst case: every worker at the peak, every rounding upwards."""
+    for p in (2, 3, 7, 1024):
+        peak = numpy.float32(65504.)
+        s = half_scaling.scales(numpy.array([peak]), p)[0]
+        total = numpy.float16(peak * s)
+        for _ in range(p - 1):
+            exact = numpy.float32(total) + peak * s
+            total = numpy.float16(exact)
+            if numpy.float32(total) < exact:  # round up instead
+                total = numpy.nextafter(total, numpy.float16(numpy.inf))
+        assert numpy.isfinite(total), p
