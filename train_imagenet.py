@@ -161,7 +161,9 @@ def train(args, recipe):
     train_set, val_set, n_class, config, resume, mean = failures.agree(
         comm, read_inputs)
     total_batchsize = args.batchsize * args.accumulate * comm.size
+    nodes = failures.node_ranks(comm.mpi_comm)
     if comm.rank == 0:
+        print(nodes)
         print('workers: {}  minibatch per worker: {} x {} micro-batches  '
               'total minibatch: {}'.format(comm.size, args.batchsize,
                                            args.accumulate, total_batchsize))

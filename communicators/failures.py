@@ -12,6 +12,10 @@
   they are.
 - Anything else: the traceback, then an abort with status 1, so that no
   worker is left blocked in a collective.
+- A node lost (power, network): its workers vanish without a word, and the
+  others wait in a collective until the launcher ends the job. Rank 0 prints
+  :func:`node_ranks` at the start, so that the job scripts can name the lost
+  node's ranks (jobs/mpi_quiet.sh).
 """
 import contextlib
 import os
@@ -56,6 +60,30 @@ def flag_errors(flag=None):
             e.name.replace('_', '-'), e.expected, e.value))
     except ValueError as e:
         raise JobInputError('{}: {}'.format(flag, e) if flag else str(e))
+
+
+def _ranges(ranks):
+    """[0, 1, 2, 5] -> '0-2,5'."""
+    runs = []
+    for rank in ranks:
+        if runs and rank == runs[-1][1] + 1:
+            runs[-1][1] = rank
+        else:
+            runs.append([rank, rank])
+    return ','.join(str(a) if a == b else '{}-{}'.format(a, b)
+                    for a, b in runs)
+
+
+def node_ranks(mpi_comm):
+    """One line naming the ranks on each node, in rank order, gathered from
+    every worker: ``nodes: node1 ranks 0-1, node2 ranks 2-3``."""
+    from mpi4py import MPI
+    hosts = mpi_comm.allgather(MPI.Get_processor_name())
+    ranks = {}
+    for rank, host in enumerate(hosts):
+        ranks.setdefault(host, []).append(rank)
+    return 'nodes: ' + ', '.join('{} ranks {}'.format(host, _ranges(r))
+                                 for host, r in ranks.items())
 
 
 def _world():

@@ -82,10 +82,20 @@ NCCL_NET_GDR_LEVEL=${NCCL_NET_GDR_LEVEL:-}
 UCX_NET_DEVICES=${UCX_NET_DEVICES:-}
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # the loaders need no BLAS threads
 OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$OMP_NUM_THREADS}
+# A node that goes silent (power lost, link down) ends the job: Open MPI's
+# launcher (PRRTE) probes each node's daemon after ..._time s without
+# traffic, then every ..._intvl s, and gives up after ..._probes unanswered
+# probes: 10 + 3 x 3 = 19 s of silence. (Its own defaults, 300 + 9 x 20 s,
+# leave the other nodes waiting for 8 minutes.)
+PRTE_MCA_oob_tcp_keepalive_time=${PRTE_MCA_oob_tcp_keepalive_time:-10}
+PRTE_MCA_oob_tcp_keepalive_intvl=${PRTE_MCA_oob_tcp_keepalive_intvl:-3}
+PRTE_MCA_oob_tcp_keepalive_probes=${PRTE_MCA_oob_tcp_keepalive_probes:-3}
 EXPORT_VARS=(NCCL_DEBUG NCCL_DEBUG_SUBSYS NCCL_IB_HCA NCCL_SOCKET_IFNAME
              NCCL_IB_DISABLE NCCL_IB_GID_INDEX NCCL_NET_GDR_LEVEL
              UCX_NET_DEVICES OMP_NUM_THREADS OPENBLAS_NUM_THREADS
-             OPAL_PREFIX)
+             OPAL_PREFIX PRTE_MCA_oob_tcp_keepalive_time
+             PRTE_MCA_oob_tcp_keepalive_intvl
+             PRTE_MCA_oob_tcp_keepalive_probes)
 MPI_ARGS=${MPI_ARGS:-}                # more mpiexec options, split on blanks
 
 # ---- modes -------------------------------------------------------------------

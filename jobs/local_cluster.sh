@@ -69,15 +69,10 @@ on_switch() {  # COMMAND...: in the switch's network namespace
 }
 
 node_processes() {  # NODE: host PIDs of the node's processes but its first
-    local holder net pid
+    local holder
     holder=$(cat "$DIR/$1.pid")
-    net=$(readlink "/proc/$holder/ns/net")
-    for pid in /proc/[0-9]*; do
-        pid=${pid#/proc/}
-        [[ $pid != "$holder" ]] || continue
-        [[ $(readlink "/proc/$pid/ns/net" 2>/dev/null) != "$net" ]] ||
-            echo "$pid"
-    done
+    find -L /proc/[0-9]*/ns/net -maxdepth 0 -samefile "/proc/$holder/ns/net" \
+        2>/dev/null | cut -d/ -f3 | grep -vx "$holder" || true
 }
 
 case ${1:-} in
@@ -90,12 +85,22 @@ case ${1:-} in
                 (($# >= 2)) || die "usage: $(basename "$0") on NODE COMMAND..."
                 node=$1
                 shift
-                enter "$node" --wd="$PWD" -- /bin/sh -c "$*"
+                status=0
+                # (bash's own "Killed" notice for it goes to /dev/null)
+                { enter "$node" --wd="$PWD" -- /bin/sh -c "$*" 2>&3 3>&-
+                } 3>&2 2>/dev/null || status=$?
+                # A node that lost power does not close ssh's connection:
+                # its caller hears nothing more (until it gives up).
+                if [[ -e $DIR/$node.off ]]; then
+                    exec sleep infinity
+                fi
+                exit "$status"
                 ;;
             power-off)
                 node=${2:?usage: power-off NODE}
                 pid_of "$node" > /dev/null
                 on_switch ip link set "n${node#node}" down
+                touch "$DIR/$node.off"
                 mapfile -t pids < <(node_processes "$node")
                 while ((${#pids[@]})); do      # again if some had forked
                     kill -KILL "${pids[@]}" 2>/dev/null || true
@@ -106,6 +111,7 @@ case ${1:-} in
                 node=${2:?usage: power-on NODE}
                 pid_of "$node" > /dev/null
                 on_switch ip link set "n${node#node}" up
+                rm -f "$DIR/$node.off"
                 ;;
         esac
         exit $?

@@ -12,7 +12,14 @@
 # exited with a code or was killed and that the step was cancelled (without
 # a reason such as a time limit). They repeat what the error line above them
 # says, and the exit status carries the code. Every other line and box
-# passes through, flushed line by line. No setting of Open MPI 5 (PRRTE 3)
+# passes through, flushed line by line.
+#
+# A lost node (Open MPI's "PRTE has lost communication with a remote daemon"
+# box) becomes one line naming the node and its ranks, read from the
+# trainer's "nodes: ..." line, and exit status 1 (Open MPI's launcher exits
+# 0 there):
+#
+#     error: node node2 lost (ranks 2-3): no answer from it, so Open MPI ended the job No setting of Open MPI 5 (PRRTE 3)
 # turns these reports off: its launcher prints them unconditionally, and
 # error-nonzero-status=false also zeroes the exit status.
 set -euo pipefail
@@ -22,6 +29,21 @@ set -euo pipefail
 rule=$(printf -- '-%.0s' {1..74})
 # shellcheck disable=SC2016  # awk's own $0
 FILTER='
+function lost_node(box,    host, ranks, i, n, entry) {
+    host = box
+    sub(/.*Remote daemon:[^\n]* on node /, "", host)
+    sub(/[ \n].*/, "", host)
+    ranks = ""
+    n = split(nodes, entry, ", ")
+    for (i = 1; i <= n; i++) {
+        if (index(entry[i], host " ranks ") == 1) {
+            ranks = " (" substr(entry[i], length(host) + 2) ")"
+        }
+    }
+    print "error: node " host " lost" ranks ": no answer from it, so " \
+          "Open MPI ended the job"
+    lost = 1
+}
 function end_box(drop) {
     if (!drop) {
         print box
@@ -37,7 +59,11 @@ $0 == rule || $0 == " " rule {
         lines = 1
     } else {
         box = box "\n" $0
-        end_box(box ~ /MPI_ABORT was invoked on rank/ ||
+        if (box ~ /PRTE has lost communication with a remote daemon/) {
+            lost_node(box)
+        }
+        end_box(box ~ /PRTE has lost communication with a remote daemon/ ||
+                box ~ /MPI_ABORT was invoked on rank/ ||
                 box ~ /has exited due to process rank[^"]*"abort"/ ||
                 box ~ /exited with non-zero status/ ||
                 box ~ /process returned[ \n]+a non-zero exit code/)
@@ -58,8 +84,12 @@ dropped && !/[[:graph:]]/ { next }   # the blank (or NUL) line after one
 /^slurmstepd(-[^ ]+)?: error: \*\*\* STEP [0-9.]+ ON [^ ]+ CANCELLED AT [^ ]+ \*\*\*$/ {
     next
 }
+/^nodes: / { nodes = substr($0, 8) }
 { dropped = 0; print; fflush() }
-END { if (box != "") print box }
+END {
+    if (box != "") print box
+    exit lost
+}
 '
 
 if (($# == 0)); then
