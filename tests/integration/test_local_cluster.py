@@ -86,7 +86,7 @@ def cluster(tmp_path_factory):
     assert gone(pids) and not os.path.exists(directory)
 
 
-def on_node1(cluster, settings, timeout=300, **popen):
+def on_node1(cluster, settings, timeout=300, popen=None):
     """jobs/multi_node.sh on node1 with settings; a CompletedProcess, or
     with popen a Popen."""
     env = clean_env(**cluster)
@@ -94,7 +94,7 @@ def on_node1(cluster, settings, timeout=300, **popen):
     command = [LOCAL_CLUSTER, 'on', 'node1'] + [shlex.quote(a) for a in (
         ['env'] + ['{}={}'.format(k, v) for k, v in settings.items()] +
         [os.path.join(REPO, 'jobs', 'multi_node.sh')])]
-    if popen:
+    if popen is not None:
         return subprocess.Popen(command, env=env, cwd=REPO, **popen)
     return subprocess.run(command, env=env, cwd=REPO, capture_output=True,
                           text=True, timeout=timeout)
