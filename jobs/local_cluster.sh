@@ -55,12 +55,12 @@ pid_of() {  # NAME: PID of the holder of node NAME (or the switch)
     if inside; then cat "$DIR/$1.cpid"; else cat "$DIR/$1.pid"; fi
 }
 
-enter() {  # NODE NSENTER-ARGS...: nsenter into the node's namespaces
+enter() {  # NODE NSENTER-ARGS...: exec nsenter into the node's namespaces
     local pid options=()
     pid=$(pid_of "$1")
     shift
     inside || options+=(--pid="/proc/$(cat "$DIR/cluster.pid")/ns/pid")
-    nsenter "${options[@]}" --net="/proc/$pid/ns/net" \
+    exec nsenter "${options[@]}" --net="/proc/$pid/ns/net" \
         --uts="/proc/$pid/ns/uts" --mount="/proc/$pid/ns/mnt" "$@"
 }
 
@@ -87,7 +87,7 @@ case ${1:-} in
                 shift
                 status=0
                 # (bash's own "Killed" notice for it goes to /dev/null)
-                { enter "$node" --wd="$PWD" -- /bin/sh -c "$*" 2>&3 3>&-
+                { (enter "$node" --wd="$PWD" -- /bin/sh -c "$*") 2>&3 3>&-
                 } 3>&2 2>/dev/null || status=$?
                 # A node that lost power does not close ssh's connection:
                 # its caller hears nothing more (until it gives up).
@@ -177,12 +177,13 @@ wait_for() {  # FILE: until it is written
 
 # The cluster: a PID namespace whose first process dies with this shell
 # (setpriv --pdeathsig) and with unshare (--kill-child).
+# shellcheck disable=SC2016  # expanded by the holder's shell
 setpriv --pdeathsig KILL -- unshare --pid --fork --kill-child --mount-proc \
-    -- sh -c 'echo "$PPID" > "$1"; exec sleep infinity' cluster \
-    "$DIR/cluster.pid.tmp" &
+    -- sh -c 'echo started > "$1"; exec sleep infinity' cluster \
+    "$DIR/cluster.started" &
 holder=$!
-wait_for "$DIR/cluster.pid.tmp"
-# $PPID above is unshare's PID; the first process is its child.
+wait_for "$DIR/cluster.started"
+# The first process is unshare's child.
 for ((i = 0; i < 200; i++)); do
     first=$(cat "/proc/$holder/task/$holder/children" 2>/dev/null) || true
     [[ -z ${first// /} ]] || break
