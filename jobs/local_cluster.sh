@@ -13,7 +13,7 @@
 #
 # A node is a network namespace (lo and eth0 with 10.147.0.K/24), a UTS
 # namespace (its host name) and a mount namespace (its /etc/hosts names the
-# nodes). A switch namespace holds the bridge that the nodes' veth pairs
+# nodes; DIR/tmp is its own, as a node-local disk, e.g. for Slurm's TmpFS). A switch namespace holds the bridge that the nodes' veth pairs
 # plug into: every link and address lives in namespaces made here, and the
 # host's network is left alone. All of it, and every process started on the
 # nodes, lives in one PID namespace whose first process dies with this
@@ -155,7 +155,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 trap 'exit 129' HUP
 
-mkdir -p "$DIR"
+mkdir -p "$DIR/tmp"
 {
     echo "127.0.0.1 localhost"
     for ((k = 1; k <= NODES; k++)); do
@@ -223,12 +223,14 @@ on_switch sh -c \
 
 for ((k = 1; k <= NODES; k++)); do
     # The node's /proc shows the cluster's processes (its PID namespace).
+    # DIR/tmp is the node's own temporary directory (DIR/nodeK.tmp).
+    mkdir "$DIR/node$k.tmp"
     # shellcheck disable=SC2016  # expanded by the holder's shell
     hold "node$k" --net --uts --mount --propagation private -- \
         sh -c 'mount -t proc proc /proc && hostname "$1" &&
-               mount --bind "$2" /etc/hosts && echo "$$" > "$3" &&
-               exec sleep infinity' node "node$k" "$DIR/etc-hosts" \
-        "$DIR/node$k.cpid"
+               mount --bind "$2" /etc/hosts && mount --bind "$4" "$5" &&
+               echo "$$" > "$3" && exec sleep infinity' node "node$k" \
+        "$DIR/etc-hosts" "$DIR/node$k.cpid" "$DIR/node$k.tmp" "$DIR/tmp"
     on_switch ip link add "n$k" type veth peer name eth0 \
         netns "$(cat "$DIR/node$k.pid")"
     on_switch ip link set "n$k" master br0 up

@@ -15,6 +15,16 @@
 #     sbatch --wait --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 \
 #         --gpus-per-node=0 --export=ALL,SMOKE=1 jobs/slurm.sh
 #     jobs/local_slurm.sh stop
+#
+# On emulated nodes (jobs/local_cluster.sh), run it on node1 with the nodes
+# in LOCAL_SLURM_NODES: slurmctld and munged run there, and one slurmd on
+# each node, started through the cluster's rsh agent (LOCAL_SLURM_RSH):
+#
+#     jobs/local_cluster.sh on node1 env LOCAL_SLURM_NODES=node1,node2 \
+#         LOCAL_SLURM_RSH=$LOCAL_CLUSTER_DIR/on \
+#         LOCAL_SLURM_TMPFS=$LOCAL_CLUSTER_DIR/tmp jobs/local_slurm.sh
+#
+# (TmpFS must be each node's own: srun's PMIx makes its directories there.)
 set -euo pipefail
 
 DIR=${LOCAL_SLURM_DIR:-/tmp/local-slurm}
@@ -22,6 +32,14 @@ CTLD_PORT=${LOCAL_SLURM_PORT:-6817}   # slurmd listens on the next port
 export SLURM_CONF=$DIR/slurm.conf
 NODE=$(uname -n)
 NODE=${NODE%%.*}                      # the name slurmd finds for itself
+NODE_LIST=${LOCAL_SLURM_NODES:-}      # emulated nodes: node1,node2,...
+RSH=${LOCAL_SLURM_RSH:-}              # runs a command on one of them
+TMPFS=${LOCAL_SLURM_TMPFS:-/tmp}      # each node's own (PMIx's files)
+if [[ -n $NODE_LIST ]]; then
+    IFS=, read -r -a NODES <<< "$NODE_LIST"
+else
+    NODES=("$NODE")
+fi
 
 die() {
     echo "$(basename "$0"): error: $*" >&2
@@ -32,30 +50,50 @@ alive() {  # PIDFILE: the daemon that wrote it is running
     [[ -s $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null
 }
 
-node_state() {
-    sinfo --noheader --nodes="$NODE" --format=%T 2>/dev/null || true
+node_state() {  # idle when every node is, else the first other state
+    local states
+    states=$(sinfo --noheader --nodes="$(IFS=,; echo "${NODES[*]}")" \
+                 --format=%T 2>/dev/null) || true
+    grep -v -m 1 '^idle' <<< "${states:-unknown}" || echo idle
+}
+
+slurmd_pid() {  # NODE: slurmd's PID file on that node
+    if [[ -n $NODE_LIST ]]; then
+        echo "$DIR/slurmd.$1.pid"
+    else
+        echo "$DIR/slurmd.pid"
+    fi
 }
 
 write_config() {
     local cpus memory
     cpus=$(nproc)
     memory=$(awk '/^MemTotal:/ {print int($2 / 1024 * 0.95)}' /proc/meminfo)
+    local controller="$NODE(127.0.0.1)" slurmd_files=slurmd nodes
+    nodes="NodeName=$NODE NodeAddr=127.0.0.1"
+    if [[ -n $NODE_LIST ]]; then     # each node's own address, its share
+        controller=$NODE             # of the memory, its own files
+        slurmd_files=slurmd.%n
+        nodes="NodeName=$NODE_LIST"
+        memory=$((memory / ${#NODES[@]}))
+    fi
     cat > "$SLURM_CONF" <<EOF
 ClusterName=local
-SlurmctldHost=$NODE(127.0.0.1)
+SlurmctldHost=$controller
 SlurmctldPort=$CTLD_PORT
 SlurmdPort=$((CTLD_PORT + 1))
 SlurmUser=root
 SlurmdUser=root
+TmpFS=$TMPFS
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=$DIR/munge.socket
 StateSaveLocation=$DIR/slurmctld
-SlurmdSpoolDir=$DIR/slurmd
+SlurmdSpoolDir=$DIR/$slurmd_files
 SlurmctldPidFile=$DIR/slurmctld.pid
-SlurmdPidFile=$DIR/slurmd.pid
+SlurmdPidFile=$DIR/$slurmd_files.pid
 SlurmctldLogFile=$DIR/slurmctld.log
-SlurmdLogFile=$DIR/slurmd.log
+SlurmdLogFile=$DIR/$slurmd_files.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
@@ -67,8 +105,8 @@ SelectTypeParameters=CR_CPU
 MpiDefault=none
 ReturnToService=2
 SlurmdTimeout=30
-NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$memory State=UNKNOWN
-PartitionName=local Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
+$nodes CPUs=$cpus RealMemory=$memory State=UNKNOWN
+PartitionName=local Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
 }
 
@@ -79,11 +117,13 @@ start() {
         command -v "$cmd" > /dev/null ||
             die "$cmd not found: apt-get install -y slurm-wlm munge"
     done
-    if alive "$DIR/slurmctld.pid" && alive "$DIR/slurmd.pid" &&
+    if alive "$DIR/slurmctld.pid" && all_slurmds_alive &&
             [[ $(node_state) == idle* ]]; then
         echo "Slurm is running: export SLURM_CONF=$SLURM_CONF"
         return 0
     fi
+    [[ -z $NODE_LIST || -n $RSH ]] ||
+        die "LOCAL_SLURM_NODES needs LOCAL_SLURM_RSH (a command: RSH NODE CMD)"
     mkdir -p "$DIR/slurmctld" "$DIR/slurmd"
     chmod 755 "$DIR"                 # munged: the socket must be reachable
     if [[ ! -s $DIR/munge.key ]]; then
@@ -98,22 +138,38 @@ start() {
         write_config
         slurmctld -c -f "$SLURM_CONF"     # -c: forget earlier jobs
     fi
-    alive "$DIR/slurmd.pid" || slurmd -f "$SLURM_CONF"
+    local node
+    for node in "${NODES[@]}"; do
+        if [[ -z $NODE_LIST ]]; then
+            alive "$DIR/slurmd.pid" || slurmd -f "$SLURM_CONF"
+        elif ! alive "$(slurmd_pid "$node")"; then
+            mkdir -p "$DIR/slurmd.$node"
+            $RSH "$node" slurmd -f "$SLURM_CONF" -N "$node"
+        fi
+    done
     local state i
     for ((i = 0; i < 60; i++)); do
         state=$(node_state)
         case $state in
             idle*) echo "Slurm is running: export SLURM_CONF=$SLURM_CONF"
                    return 0 ;;
-            down*|drain*) scontrol update nodename="$NODE" state=resume \
+            down*|drain*) scontrol update nodename="$(IFS=,
+                              echo "${NODES[*]}")" state=resume \
                               > /dev/null 2>&1 || true ;;
         esac
         sleep 1
     done
-    echo "$(basename "$0"): error: node $NODE is '$state', not idle," \
+    echo "$(basename "$0"): error: a node is '$state', not idle," \
          "after 60 s; logs in $DIR:" >&2
     tail -n 5 "$DIR"/slurm*.log >&2 || true
     exit 1
+}
+
+all_slurmds_alive() {
+    local node
+    for node in "${NODES[@]}"; do
+        alive "$(slurmd_pid "$node")" || return 1
+    done
 }
 
 running() {  # PID: alive, not a zombie left for a parent to reap
@@ -124,10 +180,13 @@ running() {  # PID: alive, not a zombie left for a parent to reap
 }
 
 stop() {
-    local name pids=() pid i
-    for name in slurmctld slurmd munged; do
-        if alive "$DIR/$name.pid"; then
-            pids+=("$(cat "$DIR/$name.pid")")
+    local file pids=() pid i node files=("$DIR/slurmctld.pid")
+    for node in "${NODES[@]}"; do
+        files+=("$(slurmd_pid "$node")")
+    done
+    for file in "${files[@]}" "$DIR/munged.pid"; do
+        if alive "$file"; then
+            pids+=("$(cat "$file")")
         fi
     done
     if alive "$DIR/slurmctld.pid"; then
