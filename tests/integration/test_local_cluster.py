@@ -1,14 +1,17 @@
-"""jobs/multi_node.sh across two emulated nodes (jobs/local_cluster.sh):
-the ranks and GPUs each node's processes get, two nodes x 2 ranks equal to
-one node x 4 ranks bit for bit, and a node that loses power mid-training:
-the job ends with one line naming it, and resumes from its newest snapshot
-on the other node."""
+"""Jobs across two emulated nodes (jobs/local_cluster.sh): the ranks and
+GPUs each node's processes get, two nodes x 2 ranks through
+jobs/multi_node.sh and through Slurm (srun's PMIx) equal to one node x 4
+ranks bit for bit, and a node that loses power mid-training: the job ends
+with one line naming it, and resumes from its newest snapshot on the other
+node."""
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy
@@ -217,6 +220,50 @@ def test_a_node_that_loses_power_ends_the_job(cluster, one_node_x4,
     assert 'resuming from {}'.format(newest) in resumed.stdout
     name = 'snapshot_iter_{}'.format(ITERATIONS)
     assert_same_params(out / name, one_node_x4 / name)
+
+
+def test_slurm_across_two_nodes_equals_one_node(cluster, one_node_x4,
+                                                 tmp_path, request):
+    missing = [c for c in ('sbatch', 'slurmctld', 'slurmd', 'munged')
+               if shutil.which(c) is None]
+    if missing:
+        pytest.skip('Slurm is not installed ({} missing; apt-get install '
+                    'slurm-wlm munge)'.format(', '.join(missing)))
+    # munged wants every directory above its socket open to all.
+    slurm = tempfile.mkdtemp(prefix='local-slurm-nodes-')
+    request.addfinalizer(lambda: shutil.rmtree(slurm, ignore_errors=True))
+    env = clean_env(**cluster)
+    on = [LOCAL_CLUSTER, 'on', 'node1', 'env', 'LOCAL_SLURM_DIR=' + slurm,
+          'SLURM_CONF={}/slurm.conf'.format(slurm)]
+    start = subprocess.run(on + [
+        'LOCAL_SLURM_NODES=node1,node2',
+        'LOCAL_SLURM_RSH=' + cluster['PRTE_MCA_plm_ssh_agent'],
+        'LOCAL_SLURM_TMPFS={}/tmp'.format(cluster['LOCAL_CLUSTER_DIR']),
+        os.path.join(REPO, 'jobs', 'local_slurm.sh')], env=env, cwd=REPO,
+        capture_output=True, text=True, timeout=120)
+    assert start.returncode == 0, start.stdout + start.stderr
+    out = tmp_path / 'out'
+    settings = smoke(out, '', 2)
+    del settings['HOSTS'], settings['GPUS_PER_NODE']
+    exports = ','.join(['ALL'] + ['{}={}'.format(k, v)
+                                  for k, v in settings.items()])
+    job = subprocess.run(on + [shlex.quote(a) for a in [
+        'sbatch', '--wait', '--nodes=2', '--ntasks-per-node=2',
+        '--cpus-per-task=1', '--gpus-per-node=0', '--time=5',
+        '--output={}/slurm-%j.out'.format(tmp_path), '--export=' + exports,
+        'jobs/slurm.sh']], env=env, cwd=REPO, capture_output=True,
+        text=True, timeout=300)
+    (log,) = tmp_path.glob('slurm-*.out')
+    output = log.read_text()
+    if 'Couldn\'t load specified plugin name for mpi/pmix' in output:
+        pytest.skip("Slurm's PMIx plugin cannot load libpmix.so "
+                    '(apt-get install libpmix-dev)')
+    assert job.returncode == 0, job.stdout + job.stderr + output
+    assert 'nodes: node1 ranks 0-1, node2 ranks 2-3' in output
+    name = 'snapshot_iter_{}'.format(ITERATIONS)
+    assert_same_params(out / name, one_node_x4 / name)
+    subprocess.run(on + [os.path.join(REPO, 'jobs', 'local_slurm.sh'),
+                         'stop'], env=env, timeout=60)
 
 
 @pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGKILL],
