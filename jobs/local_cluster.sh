@@ -68,9 +68,9 @@ on_switch() {  # COMMAND...: in the switch's network namespace
     nsenter --net="/proc/$(pid_of switch)/ns/net" "$@"
 }
 
-node_processes() {  # NODE: host PIDs of the node's processes but its first
+node_processes() {  # NODE: PIDs of the node's processes but its first
     local holder
-    holder=$(cat "$DIR/$1.pid")
+    holder=$(pid_of "$1")
     find -L /proc/[0-9]*/ns/net -maxdepth 0 -samefile "/proc/$holder/ns/net" \
         2>/dev/null | cut -d/ -f3 | grep -vx "$holder" || true
 }
@@ -256,10 +256,8 @@ From another shell:
   $SCRIPT on node1 env SMOKE=1 HOSTS=$hosts jobs/multi_node.sh
   $SCRIPT power-off node2
 EOF
-    while :; do
-        sleep 3600 &
-        wait $! || true
-    done
+    wait "$holder"       # until a signal (or the cluster's end)
+    exit 1
 fi
 enter node1 --wd="$PWD" -- "$@" &
 wait $!
