@@ -64,16 +64,36 @@ def cluster_pids(directory):
             for f in os.listdir(directory) if f.endswith('.pid')]
 
 
+def running(pid):
+    """Alive, and not a zombie waiting for its parent."""
+    try:
+        with open('/proc/{}/stat'.format(pid)) as f:
+            return f.read().rsplit(') ', 1)[1][0] != 'Z'
+    except OSError:
+        return False
+
+
 def gone(pids, timeout=10):
     deadline = time.time() + timeout
-    while time.time() < deadline:
-        alive = [p for p in pids if os.path.exists('/proc/{}'.format(p))
-                 and open('/proc/{}/stat'.format(p)).read().split(') ')[1][0]
-                 != 'Z']
-        if not alive:
-            return True
+    while any(running(p) for p in pids):
+        if time.time() > deadline:
+            return False
         time.sleep(0.1)
-    return False
+    return True
+
+
+def started_by(directory):
+    """The processes that have LOCAL_CLUSTER_DIR=directory."""
+    marker = 'LOCAL_CLUSTER_DIR={}\0'.format(directory).encode()
+    pids = []
+    for pid in os.listdir('/proc'):
+        try:
+            with open('/proc/{}/environ'.format(pid), 'rb') as f:
+                if marker in f.read():
+                    pids.append(int(pid))
+        except (OSError, ValueError):
+            pass
+    return pids
 
 
 @pytest.fixture(scope='module')
@@ -286,8 +306,10 @@ def test_the_cluster_leaves_nothing_behind(tmp_path, sig):
     proc.send_signal(sig)
     proc.wait(timeout=30)
     # The nodes' first processes and everything started on them are gone,
-    # and with them their namespaces, links and bridge.
+    # and with them their namespaces, links and bridge; no process started
+    # by the script is left (each has its LOCAL_CLUSTER_DIR).
     assert gone(pids)
+    assert gone(started_by(directory))
     assert sleeper.wait(timeout=10) != 0
     if sig == signal.SIGTERM:
         assert not os.path.exists(directory)
