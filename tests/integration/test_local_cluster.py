@@ -31,8 +31,7 @@ def can_make_namespaces():
     if os.geteuid() != 0:
         return 'the emulated nodes need root (network namespaces)'
     missing = [c for c in ('unshare', 'nsenter', 'setpriv', 'ip')
-               if subprocess.run(['which', c], capture_output=True
-                                 ).returncode != 0]
+               if shutil.which(c) is None]
     if missing:
         return '{} not installed (util-linux, iproute2)'.format(
             ', '.join(missing))
@@ -242,13 +241,13 @@ def test_a_node_that_loses_power_ends_the_job(cluster, one_node_x4,
     assert_same_params(out / name, one_node_x4 / name)
 
 
-def test_slurm_across_two_nodes_equals_one_node(cluster, one_node_x4,
-                                                 tmp_path, request):
+def test_slurm_across_two_nodes_equals_one_node(cluster, tmp_path, request):
     missing = [c for c in ('sbatch', 'slurmctld', 'slurmd', 'munged')
                if shutil.which(c) is None]
     if missing:
         pytest.skip('Slurm is not installed ({} missing; apt-get install '
                     'slurm-wlm munge)'.format(', '.join(missing)))
+    one_node_x4 = request.getfixturevalue('one_node_x4')
     # munged wants every directory above its socket open to all.
     slurm = tempfile.mkdtemp(prefix='local-slurm-nodes-')
     request.addfinalizer(lambda: shutil.rmtree(slurm, ignore_errors=True))
