@@ -56,6 +56,14 @@ def test_agree_lets_other_errors_through():
         failures.agree(comm, check)
 
 
+def test_node_ranks_names_each_nodes_ranks_in_order():
+    from mpi4py import MPI
+    here = MPI.Get_processor_name()
+    comm = FakeComm(0, ['n2', 'n2', 'n3', 'n2', here])
+    assert failures.node_ranks(comm.mpi_comm) == (
+        'nodes: {0} ranks 0,5, n2 ranks 1-2,4, n3 ranks 3'.format(here))
+
+
 class Aborted(Exception):
     """What MPI_Abort does to a process: it does not come back."""
 
