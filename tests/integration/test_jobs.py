@@ -30,7 +30,8 @@ SETTINGS = (
     'LAUNCHER', 'SRUN_ARGS', 'NCCL_DEBUG', 'NCCL_DEBUG_SUBSYS', 'NCCL_IB_HCA',
     'NCCL_SOCKET_IFNAME', 'NCCL_IB_DISABLE', 'NCCL_IB_GID_INDEX',
     'NCCL_NET_GDR_LEVEL', 'UCX_NET_DEVICES', 'OMP_NUM_THREADS',
-    'OPENBLAS_NUM_THREADS', 'OPAL_PREFIX')
+    'OPENBLAS_NUM_THREADS', 'OPAL_PREFIX', 'PRTE_MCA_oob_tcp_keepalive_time',
+    'PRTE_MCA_oob_tcp_keepalive_intvl', 'PRTE_MCA_oob_tcp_keepalive_probes')
 
 
 def clean_env(**settings):
@@ -155,7 +156,8 @@ def test_single_node_dry_run_is_the_gpu_recipe(tmp_path):
         assert run.option(run.trainer, flag) == value
     assert re.fullmatch(re.escape(str(tmp_path)) + r'/\d{8}-\d{6}-local-\d+',
                         run.out_dir)
-    for name in ('NCCL_DEBUG', 'OMP_NUM_THREADS'):
+    for name in ('NCCL_DEBUG', 'OMP_NUM_THREADS',
+                 'PRTE_MCA_oob_tcp_keepalive_time'):
         assert name in run.exports
         assert run.launcher[run.launcher.index(name) - 1] == '-x'
     assert list(tmp_path.iterdir()) == []      # a dry run writes nothing
@@ -326,6 +328,24 @@ def test_quiet_drops_the_reports_of_the_end_only():
     assert quiet(timeout) == timeout
     unclosed = RULE + '\nnot a box\n'
     assert quiet(unclosed) == unclosed
+
+
+def test_quiet_names_a_lost_node_and_its_ranks():
+    # What Open MPI 5's launcher prints when a node's daemon goes silent;
+    # it then exits 0.
+    text = ('nodes: node1 ranks 0-1, node2 ranks 2-3\nepoch 1\n'
+            '{0}\nPRTE has lost communication with a remote daemon.\n\n'
+            '  HNP daemon   : [prterun-node1-55@0,0] on node node1\n'
+            '  Remote daemon: [prterun-node1-55@0,1] on node node2\n\n'
+            'This is usually due to either a failure of the TCP network\n'
+            '{0}\n \n').format(RULE)
+    proc = subprocess.run([os.path.join(JOBS, 'mpi_quiet.sh')], input=text,
+                          capture_output=True, text=True, timeout=10)
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines() == [
+        'nodes: node1 ranks 0-1, node2 ranks 2-3', 'epoch 1',
+        'error: node node2 lost (ranks 2-3): no answer from it, so Open MPI '
+        'ended the job']
 
 
 @pytest.mark.parametrize('script', [ABORT, EXIT], ids=['abort', 'exit'])
