@@ -13,7 +13,8 @@
 #
 # A node is a network namespace (lo and eth0 with 10.147.0.K/24), a UTS
 # namespace (its host name) and a mount namespace (its /etc/hosts names the
-# nodes; DIR/tmp is its own, as a node-local disk, e.g. for Slurm's TmpFS). A switch namespace holds the bridge that the nodes' veth pairs
+# nodes; DIR/tmp is its own, as a node-local disk: the TMPDIR of commands run
+# on it, where Open MPI keeps its session files, and Slurm's TmpFS). A switch namespace holds the bridge that the nodes' veth pairs
 # plug into: every link and address lives in namespaces made here, and the
 # host's network is left alone. All of it, and every process started on the
 # nodes, lives in one PID namespace whose first process dies with this
@@ -60,6 +61,7 @@ enter() {  # NODE NSENTER-ARGS...: exec nsenter into the node's namespaces
     pid=$(pid_of "$1")
     shift
     inside || options+=(--pid="/proc/$(cat "$DIR/cluster.pid")/ns/pid")
+    export TMPDIR=$DIR/tmp
     exec nsenter "${options[@]}" --net="/proc/$pid/ns/net" \
         --uts="/proc/$pid/ns/uts" --mount="/proc/$pid/ns/mnt" "$@"
 }
