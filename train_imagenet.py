@@ -22,7 +22,6 @@ import numpy
 
 import communicators
 from communicators import failures
-import cpu_engine
 import datasets
 from datasets import demo
 import extensions
@@ -107,7 +106,6 @@ def check_args(args):
 
 
 def main(argv=None):
-    cpu_engine.cpu_runtime.configure()  # keep freed buffers in the heap
     args = parse_args(argv)
     if args.train is None:
         args.demo, args.train, args.val = True, demo.TRAIN_DIR, demo.VAL_DIR
@@ -142,6 +140,12 @@ def train(args, recipe):
     device.use()
     if on_gpu and comm.rank == 0:
         print(cuda_stack.stack_line(device.device.id))
+    # The CPU engine's layers and update kernels on NumPy, Chainer's on GPUs
+    layers, cpu_kernels = models.chainer_layers, None
+    if device.xp is numpy:
+        import cpu_engine  # oneDNN and OpenMP: for CPU runs only
+        cpu_engine.cpu_runtime.configure()  # keep freed buffers in the heap
+        layers, cpu_kernels = cpu_engine, cpu_engine.updates
     numpy.random.seed(args.seed)
 
     # Read and check the datasets (on rank 0), the mean and the snapshot
@@ -182,8 +186,7 @@ def train(args, recipe):
             args.crop_size, mean, args.resize, args.skip_bad_images),
         args.val_batchsize, args.loaderjob, limit=64 if args.test else None)
 
-    # Set up the model: the CPU engine's layers on NumPy, Chainer's on GPUs
-    layers = cpu_engine if device.xp is numpy else models.chainer_layers
+    # Set up the model
     norm = layers.BatchNormalization
     if args.bn_stats == 'final-batch':
         norm = functools.partial(
@@ -204,10 +207,10 @@ def train(args, recipe):
 
     # Set up the optimizer
     optimizer = chainermn.create_multi_node_optimizer(
-        recipes.create_optimizer(recipe), comm)
+        recipes.create_optimizer(recipe, cpu_kernels), comm)
     optimizer.setup(model)
     optimizer.add_hook(NonFiniteGradientGuard())
-    recipes.add_hooks(optimizer, recipe)
+    recipes.add_hooks(optimizer, recipe, cpu_kernels)
     communicators.broadcast_initial_parameters(optimizer, model, comm)
 
     # Set up the trainer

@@ -41,10 +41,12 @@ from PIL import Image
 
 import cpu_engine
 from cpu_engine import cpu_runtime
+from cpu_engine import updates
 import datasets
 import errors
 import models
 from optimizers import recipes
+from optimizers.corrected_momentum_sgd import CorrectedMomentumSGD
 from optimizers.rmsprop_warmup import RMSpropWarmup
 
 try:
@@ -94,19 +96,20 @@ class FlopCounter(chainer.LinkHook):
 
 
 def frozen_optimizer(model, recipe, batchsize):
-    """The recipe's optimizer on ``model`` at its epoch-0 values, lr 0.
+    """The recipe's optimizer on ``model`` at its epoch-0 values, lr 0, with
+    the CPU engine's update kernels, as the trainer sets it up on CPUs.
 
     The update does all of its arithmetic but leaves the weights as they
     were, so every timed step sees the same numbers (see the module's
     docstring for why that matters on CPUs).
     """
-    optimizer = recipes.create_optimizer(recipe)
+    optimizer = recipes.create_optimizer(recipe, updates)
     for attr, schedule in recipes.hyperparameter_schedules(
             recipe, batchsize).items():
         setattr(optimizer, attr, schedule(0.0))
     optimizer.lr = 0
     optimizer.setup(model)
-    recipes.add_hooks(optimizer, recipe)
+    recipes.add_hooks(optimizer, recipe, updates)
     return optimizer
 
 
@@ -139,9 +142,9 @@ def torch_update(model, optimizer, recipe):
 
     Weight decay (``g += rate theta``, with the recipe's exemptions: BN's
     weight and bias are gamma and beta, the linear bias is ``b``), then
-    RMSprop warm-up at the optimizer's hyperparameters, or momentum SGD,
-    written with PyTorch's multi-tensor ``_foreach`` kernels as its own
-    optimizers are.
+    RMSprop warm-up at the optimizer's hyperparameters, or momentum SGD
+    (with or without momentum correction), written with PyTorch's
+    multi-tensor ``_foreach`` kernels as its own optimizers are.
     """
     exempt = recipes.WEIGHT_DECAY_EXEMPT[recipe.weight_decay_exempt]
     decayed, params = [], []
@@ -154,13 +157,20 @@ def torch_update(model, optimizer, recipe):
                 decayed.append(p)
     hp = optimizer.hyperparam
     deltas = [torch.zeros_like(p) for p in params]
-    squares = [torch.zeros_like(p) for p in params]
+    squares = ([torch.zeros_like(p) for p in params]
+               if isinstance(optimizer, RMSpropWarmup) else None)
 
     def update():
         if recipe.weight_decay > 0:
             torch._foreach_add_([p.grad for p in decayed], decayed,
                                 alpha=recipe.weight_decay)
         grads = [p.grad for p in params]
+        if isinstance(optimizer, CorrectedMomentumSGD):
+            # v = momentum v - g; theta += lr v.
+            torch._foreach_mul_(deltas, hp.momentum)
+            torch._foreach_sub_(deltas, grads)
+            torch._foreach_add_(params, deltas, alpha=hp.lr)
+            return
         if not isinstance(optimizer, RMSpropWarmup):
             # Chainer's MomentumSGD: v = momentum v - lr g; theta += v.
             torch._foreach_mul_(deltas, hp.momentum)

@@ -3,10 +3,12 @@
 The package is a layer set with the names of :mod:`models.chainer_layers`
 (``Convolution2D``, ``BatchNormalization``, ``batch_normalization``,
 ``relu``, ``add_relu``, ``max_pooling_2d``), so a model built with
-``layers=cpu_engine`` trains on it; :mod:`cpu_engine.updates` has the
-optimizer's updates. Activations are kept channel-major
-(:mod:`cpu_engine.channel_major`); other arrays go through Chainer's own
-functions unchanged.
+``layers=cpu_engine`` trains on it; :mod:`cpu_engine.updates` is the kernel
+set of the optimizer's updates (``cpu_kernels`` of
+:func:`optimizers.recipes.create_optimizer`). Activations are kept
+channel-major (:mod:`cpu_engine.channel_major`); other arrays go through
+Chainer's own functions unchanged. The training script imports the package
+for CPU runs only: it loads oneDNN and OpenMP.
 """
 from cpu_engine import cpu_runtime  # NOQA
 from cpu_engine.batch_normalization import batch_normalization  # NOQA
@@ -16,3 +18,4 @@ from cpu_engine.links import Convolution2D  # NOQA
 from cpu_engine.max_pooling_2d import max_pooling_2d  # NOQA
 from cpu_engine.relu import add_relu  # NOQA
 from cpu_engine.relu import relu  # NOQA
+from cpu_engine import updates  # NOQA

@@ -5,6 +5,9 @@
  *         m = mu2 m + (1 - mu2) g^2
  *         delta = mu1 delta - (alpha_sgd + alpha_rmsprop / (sqrt(m) + eps)) g
  *         theta += lr delta
+ *     corrected_momentum_sgd(theta, g, v, lr, momentum)
+ *         v = momentum v - g
+ *         theta += lr v
  *     weight_decay(g, theta, rate)
  *         g += rate theta
  *     bn_forward(x, gamma, beta, eps, y, mean, var, inv_std)
@@ -82,6 +85,16 @@ static void rmsprop_loop(float *theta, const float *g, float *m, float *delta,
             delta[i] = d;
             theta[i] += d * lr;
         }
+    }
+}
+
+CLONES
+static void momentum_loop(float *theta, const float *g, float *v,
+                          Py_ssize_t n, float lr, float mu) {
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        float vi = v[i] * mu - g[i];
+        v[i] = vi;
+        theta[i] += lr * vi;
     }
 }
 
@@ -335,6 +348,31 @@ static PyObject *py_rmsprop_warmup(PyObject *self, PyObject *args) {
     return finish(v, 4, ok);
 }
 
+static PyObject *py_corrected_momentum_sgd(PyObject *self, PyObject *args) {
+    Py_buffer v[3];
+    double lr, mu;
+    int ok;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O&O&O&dd:corrected_momentum_sgd",
+                          out_floats, &v[0], in_floats, &v[1],
+                          out_floats, &v[2], &lr, &mu))
+        return NULL;
+    ok = LEN(v[1]) == LEN(v[0]) && LEN(v[2]) == LEN(v[0]);
+    if (ok) {
+        float *theta = v[0].buf, *g = v[1].buf, *buf = v[2].buf;
+        Py_BEGIN_ALLOW_THREADS
+#pragma omp parallel if (LEN(v[0]) >= PARALLEL_MIN)
+        {
+            Py_ssize_t lo, hi;
+            share(LEN(v[0]), &lo, &hi);
+            momentum_loop(theta + lo, g + lo, buf + lo, hi - lo, (float)lr,
+                          (float)mu);
+        }
+        Py_END_ALLOW_THREADS
+    }
+    return finish(v, 3, ok);
+}
+
 static PyObject *py_weight_decay(PyObject *self, PyObject *args) {
     /* g, theta */
     Py_buffer v[2];
@@ -561,6 +599,9 @@ static PyMethodDef kernels_methods[] = {
     {"rmsprop_warmup", py_rmsprop_warmup, METH_VARARGS,
      "rmsprop_warmup(theta, g, m, delta, lr, mu1, mu2, eps, alpha_sgd, "
      "alpha_rmsprop): the RMSprop warm-up update in place."},
+    {"corrected_momentum_sgd", py_corrected_momentum_sgd, METH_VARARGS,
+     "corrected_momentum_sgd(theta, g, v, lr, momentum): momentum SGD with "
+     "momentum correction in place."},
     {"weight_decay", py_weight_decay, METH_VARARGS,
      "weight_decay(g, theta, rate): g += rate theta in place."},
     {"bn_forward", py_bn_forward, METH_VARARGS,
@@ -584,8 +625,8 @@ static PyMethodDef kernels_methods[] = {
 
 static struct PyModuleDef kernels_module = {
     PyModuleDef_HEAD_INIT, "_kernels",
-    "Single-pass float32 loops of the RMSprop warm-up update, of weight "
-    "decay, of batch "
+    "Single-pass float32 loops of the RMSprop warm-up and momentum SGD "
+    "updates, of weight decay, of batch "
     "normalization over contiguous channel rows, of ReLU and of max "
     "pooling.",
     -1, kernels_methods, NULL, NULL, NULL, NULL

@@ -1,5 +1,8 @@
 """The optimizer's element-wise updates on NumPy arrays, on every core.
 
+A kernel set for the ``cpu_kernel`` arguments of :mod:`optimizers`
+(:func:`optimizers.recipes.create_optimizer` takes the module).
+
 NumPy's expression form makes a temporary of the parameter's size per
 operation and a dozen passes over memory. Here float32 C-contiguous arrays
 go through one C loop on the OpenMP threads that reads each array once
@@ -45,6 +48,21 @@ def rmsprop_warmup(theta, g, m, delta, lr, mu1, mu2, eps, alpha_sgd,
         numpy.multiply(delta, lr, out=step)
         theta += step
     parallel_elementwise(update, theta, g, m, delta)
+
+
+def corrected_momentum_sgd(theta, g, v, lr, momentum):
+    """In place: ``v = momentum v - g``, ``theta += lr v``
+    (:mod:`optimizers.corrected_momentum_sgd`)."""
+    kernels = native_kernels(theta, g, v)
+    if kernels is not None:
+        kernels.corrected_momentum_sgd(theta, g, v, lr, momentum)
+        return
+
+    def update(theta, g, v):
+        v *= momentum
+        v -= g
+        theta += numpy.multiply(v, lr)
+    parallel_elementwise(update, theta, g, v)
 
 
 def weight_decay(g, theta, rate):

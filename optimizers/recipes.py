@@ -12,7 +12,8 @@ residual blocks; every part can be overridden on its own::
     recipes.extend_trainer(trainer, recipe, optimizer, total_batchsize)
 
 - ``akiba2017``: RMSprop warm-up and the slow-start learning rate.
-- ``goyal2017``: momentum SGD with momentum correction, 5-epoch gradual
+- ``goyal2017``: momentum SGD with momentum correction (Chainer's
+  ``CorrectedMomentumSGD``), 5-epoch gradual
   warm-up, x0.1 at 30/60/80 epochs, no decay of normalization gamma/beta,
   zero-init of the last BN gamma of every residual block.
 - ``sgd``: Chainer's momentum SGD at the linear-scaling learning rate.
@@ -31,6 +32,7 @@ import chainer
 from errors import ParameterError
 from extensions import schedules
 from extensions.hyperparameter_schedule import HyperparameterSchedule
+from optimizers.corrected_momentum_sgd import CorrectedMomentumSGD
 from optimizers.lars import LARS
 from optimizers.loss_scaling import DynamicLossScale
 from optimizers.rmsprop_warmup import RMSpropWarmup
@@ -244,25 +246,34 @@ def hyperparameter_schedules(recipe, total_batchsize):
     return result
 
 
-def create_optimizer(recipe):
+def create_optimizer(recipe, cpu_kernels=None):
     """The recipe's optimizer, not set up.
 
-    RMSprop warm-up, or momentum SGD: with momentum correction the RMSprop
-    warm-up rule held at alpha_sgd = 1, alpha_rmsprop = 0; without it
-    Chainer's ``MomentumSGD``. The scheduled values are set by the
-    extensions of :func:`extend_trainer`.
+    RMSprop warm-up, or momentum SGD: with momentum correction Chainer's
+    ``CorrectedMomentumSGD``, without it Chainer's ``MomentumSGD``. The
+    scheduled values are set by the extensions of :func:`extend_trainer`.
+    ``cpu_kernels``, a module with ``rmsprop_warmup`` and
+    ``corrected_momentum_sgd`` (:mod:`cpu_engine.updates`), gives the
+    updates on NumPy arrays; None: NumPy's and Chainer's own.
     """
+    def kernel(name):
+        return getattr(cpu_kernels, name) if cpu_kernels else None
     if recipe.optimizer == 'rmsprop-warmup':
         return RMSpropWarmup(mu1=recipe.momentum, mu2=recipe.mu2,
-                             eps=recipe.eps)
+                             eps=recipe.eps,
+                             cpu_kernel=kernel('rmsprop_warmup'))
     if recipe.momentum_correction:
-        return RMSpropWarmup(mu1=recipe.momentum)
+        return CorrectedMomentumSGD(
+            momentum=recipe.momentum,
+            cpu_kernel=kernel('corrected_momentum_sgd'))
     return chainer.optimizers.MomentumSGD(momentum=recipe.momentum)
 
 
-def add_hooks(optimizer, recipe):
+def add_hooks(optimizer, recipe, cpu_kernels=None):
     """Adds the LARS or weight-decay hook and, with mixed16, float32 master
-    weights for the update; call it after ``optimizer.setup``."""
+    weights for the update; call it after ``optimizer.setup``.
+    ``cpu_kernels`` (with ``weight_decay``) as in :func:`create_optimizer`.
+    """
     if recipe.dtype == 'mixed16':
         optimizer.use_fp32_update()
     exempt = WEIGHT_DECAY_EXEMPT[recipe.weight_decay_exempt]
@@ -270,7 +281,9 @@ def add_hooks(optimizer, recipe):
         optimizer.add_hook(LARS(recipe.lars_eta, recipe.weight_decay,
                                 exempt=exempt))
     elif recipe.weight_decay > 0:
-        optimizer.add_hook(WeightDecay(recipe.weight_decay, exempt=exempt))
+        optimizer.add_hook(WeightDecay(
+            recipe.weight_decay, exempt=exempt,
+            cpu_kernel=cpu_kernels.weight_decay if cpu_kernels else None))
 
 
 def create_loss_scale(recipe):

@@ -13,12 +13,14 @@ whole buffer, so a change of ``lr`` acts on the next step at once (Goyal et
 al.'s "momentum correction"). With ``alpha_sgd = 1`` and ``alpha_rmsprop = 0``
 (the defaults) this is momentum SGD; at a constant ``lr`` it equals Chainer's
 ``MomentumSGD``, whose buffer ``v = momentum * v - lr * g`` is ``lr * delta``.
+
+On NumPy arrays the update runs as NumPy expressions, or through the kernel
+given as ``cpu_kernel`` (the trainer passes the CPU engine's on CPUs).
 """
 import chainer
 from chainer.backends import cuda
 from chainer import optimizer
-
-from cpu_engine import updates
+import numpy
 
 _default_hyperparam = optimizer.Hyperparameter()
 _default_hyperparam.lr = 0.1
@@ -38,6 +40,20 @@ def _eps_in_dtype(hyperparam, dtype):
     return eps
 
 
+def rmsprop_warmup_numpy(theta, g, m, delta, lr, mu1, mu2, eps,
+                         alpha_sgd, alpha_rmsprop):
+    """The update in place, in NumPy's float arithmetic."""
+    m *= mu2
+    m += g * g * (1 - mu2)
+    if alpha_rmsprop:
+        step = (alpha_rmsprop / (numpy.sqrt(m) + eps) + alpha_sgd) * g
+    else:
+        step = g * alpha_sgd
+    delta *= mu1
+    delta -= step
+    theta += delta * lr
+
+
 class RMSpropWarmupRule(optimizer.UpdateRule):
 
     """Update rule of :class:`RMSpropWarmup` for one parameter.
@@ -53,14 +69,18 @@ class RMSpropWarmupRule(optimizer.UpdateRule):
         eps (float): added to ``sqrt(m)`` in the RMSprop denominator.
         alpha_sgd (float): weight of the SGD step.
         alpha_rmsprop (float): weight of the RMSprop step.
+        cpu_kernel (callable): the update on NumPy arrays, in place, with
+            the arguments of :func:`rmsprop_warmup_numpy` (its default).
     """
 
     is_elementwise = True
 
     def __init__(self, parent_hyperparam=None, lr=None, mu1=None, mu2=None,
-                 eps=None, alpha_sgd=None, alpha_rmsprop=None):
+                 eps=None, alpha_sgd=None, alpha_rmsprop=None,
+                 cpu_kernel=None):
         super(RMSpropWarmupRule, self).__init__(
             parent_hyperparam or _default_hyperparam)
+        self.cpu_kernel = cpu_kernel or rmsprop_warmup_numpy
         for name, value in (('lr', lr), ('mu1', mu1), ('mu2', mu2),
                             ('eps', eps), ('alpha_sgd', alpha_sgd),
                             ('alpha_rmsprop', alpha_rmsprop)):
@@ -78,7 +98,7 @@ class RMSpropWarmupRule(optimizer.UpdateRule):
         if grad is None:
             return
         hp = self.hyperparam
-        updates.rmsprop_warmup(
+        self.cpu_kernel(
             param.array, grad, self.state['m'], self.state['delta'], hp.lr,
             hp.mu1, hp.mu2, _eps_in_dtype(hp, grad.dtype), hp.alpha_sgd,
             hp.alpha_rmsprop)
@@ -117,14 +137,18 @@ class RMSpropWarmup(optimizer.GradientMethod):
         eps (float): added to ``sqrt(m)`` in the RMSprop denominator.
         alpha_sgd (float): weight of the SGD step.
         alpha_rmsprop (float): weight of the RMSprop step.
+        cpu_kernel (callable): the update on NumPy arrays (see
+            :class:`RMSpropWarmupRule`); None: NumPy expressions.
     """
 
     def __init__(self, lr=_default_hyperparam.lr,
                  mu1=_default_hyperparam.mu1, mu2=_default_hyperparam.mu2,
                  eps=_default_hyperparam.eps,
                  alpha_sgd=_default_hyperparam.alpha_sgd,
-                 alpha_rmsprop=_default_hyperparam.alpha_rmsprop):
+                 alpha_rmsprop=_default_hyperparam.alpha_rmsprop,
+                 cpu_kernel=None):
         super(RMSpropWarmup, self).__init__()
+        self.cpu_kernel = cpu_kernel
         self.hyperparam.lr = lr
         self.hyperparam.mu1 = mu1
         self.hyperparam.mu2 = mu2
@@ -140,4 +164,4 @@ class RMSpropWarmup(optimizer.GradientMethod):
     alpha_rmsprop = optimizer.HyperparameterProxy('alpha_rmsprop')
 
     def create_update_rule(self):
-        return RMSpropWarmupRule(self.hyperparam)
+        return RMSpropWarmupRule(self.hyperparam, cpu_kernel=self.cpu_kernel)

@@ -9,8 +9,6 @@ import numpy
 
 from chainer import optimizer_hooks
 
-from cpu_engine import updates
-
 NORMALIZATION_PARAMS = ('gamma', 'beta')
 BIAS_PARAMS = ('b',)
 
@@ -23,20 +21,25 @@ class WeightDecay(optimizer_hooks.WeightDecay):
         rate (float): coefficient of the decay.
         exempt (tuple of str): names of the parameters not to decay, e.g.
             ``NORMALIZATION_PARAMS + BIAS_PARAMS``.
+        cpu_kernel (callable): ``cpu_kernel(g, theta, rate)`` adding
+            ``rate * theta`` to ``g`` in place on NumPy arrays; None: Chainer's
+            ``WeightDecay`` does it.
     """
 
-    def __init__(self, rate, exempt=()):
+    def __init__(self, rate, exempt=(), cpu_kernel=None):
         super(WeightDecay, self).__init__(rate)
         self.exempt = tuple(exempt)
+        self.cpu_kernel = cpu_kernel
 
     def __call__(self, rule, param):
         if param.name in self.exempt:
             return
         theta, g = param.array, param.grad
-        if type(g) is not numpy.ndarray or type(theta) is not numpy.ndarray:
+        if (self.cpu_kernel is None or type(g) is not numpy.ndarray
+                or type(theta) is not numpy.ndarray):
             super(WeightDecay, self).__call__(rule, param)
             return
         rate = self.rate
         if param._loss_scale is not None:
             rate *= param._loss_scale
-        updates.weight_decay(g, theta, rate)
+        self.cpu_kernel(g, theta, rate)

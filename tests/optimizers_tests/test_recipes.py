@@ -17,6 +17,7 @@ import pytest
 
 import errors
 from extensions import schedules
+from optimizers import CorrectedMomentumSGD
 from optimizers import recipes
 from optimizers import RMSpropWarmup
 from optimizers.weight_decay import WeightDecay
@@ -121,12 +122,61 @@ def test_create_optimizer_akiba2017():
 def test_create_optimizer_goyal2017_is_corrected_momentum_sgd():
     optimizer = recipes.create_optimizer(
         make_recipe('--recipe', 'goyal2017', '--momentum', '0.8'))
-    assert isinstance(optimizer, RMSpropWarmup)
-    assert (optimizer.alpha_sgd, optimizer.alpha_rmsprop) == (1.0, 0.0)
-    assert optimizer.mu1 == 0.8
+    assert isinstance(optimizer, chainer.optimizers.CorrectedMomentumSGD)
+    assert optimizer.momentum == 0.8
     lr = recipes.hyperparameter_schedules(
         make_recipe('--recipe', 'goyal2017'), 8192)['lr']
     assert lr(0) == pytest.approx(0.1)  # warm-up starts at 0.1
+
+
+@pytest.mark.parametrize('argv, state', [
+    ([], {'m', 'delta'}),
+    (['--recipe', 'goyal2017'], {'v'}),
+    (['--recipe', 'akiba2017', '--optimizer', 'momentum-sgd'], {'v'}),
+    (['--recipe', 'sgd'], {'v'}),
+    (['--recipe', 'sgd', '--momentum-correction'], {'v'}),
+    (['--recipe', 'you2017'], {'v'}),
+])
+def test_momentum_sgd_keeps_one_buffer_per_parameter(argv, state):
+    """Only RMSprop warm-up keeps the mean square m beside the momentum."""
+    recipe = make_recipe(*argv)
+    net = Net()
+    optimizer = recipes.create_optimizer(recipe)
+    optimizer.setup(net)
+    recipes.add_hooks(optimizer, recipe)
+    for p in net.params():
+        p.grad = numpy.ones_like(p.array)
+    optimizer.update()
+    for p in net.params():
+        assert set(p.update_rule.state) == state
+
+
+def test_cpu_kernels_reach_the_optimizer_and_weight_decay():
+    calls = []
+
+    class Kernels:
+        def corrected_momentum_sgd(self, theta, g, v, lr, momentum):
+            calls.append('corrected_momentum_sgd')
+            v *= momentum
+            v -= g
+            theta += lr * v
+
+        def weight_decay(self, g, theta, rate):
+            calls.append('weight_decay')
+            g += rate * theta
+    recipe = make_recipe('--recipe', 'goyal2017')
+    net = Net()
+    optimizer = recipes.create_optimizer(recipe, Kernels())
+    assert isinstance(optimizer, CorrectedMomentumSGD)
+    optimizer.setup(net)
+    recipes.add_hooks(optimizer, recipe, Kernels())
+    for p in net.params():
+        p.grad = numpy.ones_like(p.array)
+    optimizer.update()
+    decayed = len(list(net.params())) - 2  # BN's gamma and beta exempt
+    assert sorted(calls) == sorted(
+        ['corrected_momentum_sgd'] * len(list(net.params()))
+        + ['weight_decay'] * decayed)
 
 
 def test_create_optimizer_sgd_is_chainer_momentum_sgd():

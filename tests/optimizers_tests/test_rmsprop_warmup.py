@@ -3,8 +3,8 @@ import chainer
 import numpy
 import pytest
 
-from cpu_engine import cpu_runtime
 from optimizers import RMSpropWarmup
+from optimizers.rmsprop_warmup import rmsprop_warmup_numpy
 
 SHAPE = (3, 4)
 STEPS = 40
@@ -167,59 +167,22 @@ def test_eps_too_small_for_float16():
         optimizer.update()
 
 
-@pytest.mark.parametrize('order', ['C', 'F'])
-def test_blocked_cpu_update_matches_equations_on_large_params(order):
-    """Many cache blocks on every thread, RMSprop term on and off; an
-    F-ordered gradient takes the whole-array path."""
-    shape = (317, 1009)
-    rng = numpy.random.RandomState(3)
-    theta = rng.randn(*shape)
-    link = chainer.Link()
-    with link.init_scope():
-        link.w = chainer.Parameter(theta.copy())
-    optimizer = RMSpropWarmup(mu1=0.9, mu2=0.99, eps=1e-8)
+def test_cpu_kernel_does_the_update_on_numpy_arrays():
+    calls = []
+
+    def kernel(*args):
+        calls.append(args[4:])
+        rmsprop_warmup_numpy(*args)
+    link = OneParam(numpy.float32)
+    optimizer = RMSpropWarmup(lr=0.5, alpha_sgd=0.7, alpha_rmsprop=0.01,
+                              cpu_kernel=kernel)
     optimizer.setup(link)
-    m = numpy.zeros(shape)
-    delta = numpy.zeros(shape)
-    for lr, a_sgd, a_rms in ((0.5, 0.2, 0.05), (0.3, 1.0, 0.0),
-                             (0.1, 0.7, 0.01)):
-        g = numpy.asarray(rng.randn(*shape), order=order)
-        optimizer.lr, optimizer.alpha_sgd, optimizer.alpha_rmsprop = (
-            lr, a_sgd, a_rms)
-        link.w.grad = g.copy(order=order)
-        optimizer.update()
-        m = 0.99 * m + 0.01 * g * g
-        delta = 0.9 * delta - (a_sgd + a_rms / (numpy.sqrt(m) + 1e-8)) * g
-        theta = theta + lr * delta
-        numpy.testing.assert_allclose(link.w.array, theta, rtol=1e-12,
-                                      atol=1e-12)
-
-
-@pytest.mark.skipif(cpu_runtime.kernels is None,
-                    reason='cpu_engine._kernels is not built')
-@pytest.mark.parametrize('alpha_rmsprop', [0.0, 0.05])
-def test_native_update_matches_numpy_update(alpha_rmsprop, monkeypatch):
-    """The C loop of cpu_engine._kernels against the NumPy path, on many
-    cache blocks on every thread, with the RMSprop term off and on."""
-    shape = (317, 1009)
-    results = []
-    for kernels in (cpu_runtime.kernels, None):
-        monkeypatch.setattr(cpu_runtime, 'kernels', kernels)
-        rng = numpy.random.RandomState(4)
-        link = chainer.Link()
-        with link.init_scope():
-            link.w = chainer.Parameter(
-                rng.randn(*shape).astype(numpy.float32))
-        optimizer = RMSpropWarmup(alpha_sgd=0.7, alpha_rmsprop=alpha_rmsprop)
-        optimizer.setup(link)
-        for lr in (0.5, 0.3, 0.1):
-            optimizer.lr = lr
-            link.w.grad = rng.randn(*shape).astype(numpy.float32)
-            optimizer.update()
-        state = link.w.update_rule.state
-        arrays = [link.w.array, link.w.grad, state['m'], state['delta']]
-        assert (cpu_runtime.native_kernels(*arrays) is None) == (
-            kernels is None)
-        results.append(arrays)
-    for native, fallback in zip(*results):
-        numpy.testing.assert_allclose(native, fallback, rtol=1e-6, atol=1e-7)
+    grads = gradients(numpy.float32, steps=2)
+    run(optimizer, link, grads)
+    assert calls == [(0.5, 0.9, 0.99, numpy.float32(1e-8), 0.7, 0.01)] * 2
+    reference_link = OneParam(numpy.float32)
+    reference_optimizer = RMSpropWarmup(lr=0.5, alpha_sgd=0.7,
+                                        alpha_rmsprop=0.01)
+    reference_optimizer.setup(reference_link)
+    numpy.testing.assert_array_equal(
+        link.w.array, run(reference_optimizer, reference_link, grads))
