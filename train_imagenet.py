@@ -8,6 +8,7 @@ SGD: Training ResNet-50 on ImageNet in 15 Minutes". ``train`` and ``val`` are
 list files or class folders; with neither, the embedded demo data set.
 """
 import argparse
+import contextlib
 import functools
 import multiprocessing.forkserver
 
@@ -24,6 +25,7 @@ import communicators
 from communicators import failures
 import datasets
 from datasets import demo
+import errors
 import extensions
 from extensions import snapshots
 import models
@@ -93,6 +95,8 @@ def check_args(args):
         'log_interval', 'keep_snapshots')] + [
         ('iterations', (args.iterations or 1) > 0, 'positive'),
         ('crop_size', args.crop_size >= 32, 'at least 32'),
+        ('crop_size', args.crop_size <= args.resize,
+         'at most the resized side {}'.format(args.resize)),
         ('loaderjob', args.loaderjob >= 0, 'non-negative'),
         ('seed', 0 <= args.seed < 2 ** 32, 'in [0, 2**32)')]
     for name, ok, expected in checks:
@@ -103,6 +107,16 @@ def check_args(args):
     with failures.flag_errors():
         return recipes.resolve(args.recipe, args.epoch, **{
             name: getattr(args, name) for name in recipes.OVERRIDES})
+
+
+@contextlib.contextmanager
+def naming(flag):
+    """A library's error about a file it was given, whose message starts
+    with the path, names the flag too: ``--mean m.npy: no such file``."""
+    try:
+        yield
+    except errors.InputError as e:
+        raise errors.InputError('{} {}'.format(flag, e))
 
 
 def main(argv=None):
@@ -157,14 +171,22 @@ def train(args, recipe):
             bn_stats=args.bn_stats, workers=comm.size,
             batchsize=args.batchsize, accumulate=args.accumulate,
             seed=args.seed, dtype=recipe.dtype)
-        resume = snapshots.find_resume(args.resume, args.out, config)
+        with naming('--resume'):
+            resume = snapshots.find_resume(args.resume, args.out, config)
         if comm.rank == 0:
-            snapshots.check_writable(args.out)
-        return (train, val, n_class, config, resume,
-                datasets.load_mean(args.mean, args.resize))
+            with naming('--out'):
+                snapshots.check_writable(args.out)
+        with naming('--mean'):
+            mean = datasets.load_mean(args.mean, args.resize)
+        return train, val, n_class, config, resume, mean
     train_set, val_set, n_class, config, resume, mean = failures.agree(
         comm, read_inputs)
     total_batchsize = args.batchsize * args.accumulate * comm.size
+    if total_batchsize > len(train_set):
+        raise failures.JobInputError(
+            'total minibatch {} (--batchsize x --accumulate x {} workers) is '
+            'larger than the training set ({} images)'.format(
+                total_batchsize, comm.size, len(train_set)))
     nodes = failures.node_ranks(comm.mpi_comm)
     if comm.rank == 0:
         print(nodes)
@@ -254,7 +276,11 @@ def train(args, recipe):
         if comm.rank == 0:
             print('resuming from', resume)
         chainer.serializers.load_npz(resume, trainer)
-    trainer.run(show_loop_exception_msg=False)
+    try:
+        trainer.run(show_loop_exception_msg=False)
+    except datasets.UndecodableImageError as e:
+        raise errors.InputError(
+            '{}; fix or remove it, or pass --skip-bad-images'.format(e))
 
 
 if __name__ == '__main__':

@@ -5,6 +5,10 @@ from PIL import Image
 from errors import InputError
 
 
+class UndecodableImageError(InputError):
+    """An image file that Pillow cannot decode; the message names it."""
+
+
 def load_square(path, side):
     """Decode ``path`` to a ``(side, side, 3)`` uint8 RGB array.
 
@@ -12,14 +16,14 @@ def load_square(path, side):
     as ImageNet images are prepared for a 224 crop out of 256. JPEGs are
     decoded at a reduced DCT scale when they are much larger than needed.
     Grayscale, palette, CMYK and alpha images are converted, not rejected;
-    a truncated or corrupt file raises :class:`InputError` naming it.
+    a truncated or corrupt file raises :class:`UndecodableImageError`.
     """
     try:
         return _load_square(path, side)
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) \
             as e:
-        raise InputError('image {}: cannot be decoded ({}); fix or remove it, '
-                         'or pass --skip-bad-images'.format(path, e))
+        raise UndecodableImageError('image {}: cannot be decoded ({})'
+                                    .format(path, e))
 
 
 def _load_square(path, side):

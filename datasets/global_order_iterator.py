@@ -16,6 +16,7 @@ import chainer
 import numpy
 
 from errors import InputError
+from errors import ParameterError
 
 _loader_state = {}
 
@@ -55,12 +56,13 @@ class GlobalOrderIterator(chainer.dataset.Iterator):
                  micro_batches=1, seed=0, n_processes=0):
         self._pool = None
         per_update = batch_size * micro_batches
-        if batch_size <= 0 or micro_batches <= 0:
-            raise InputError('--batchsize and --accumulate must be positive, '
-                             'got {} and {}'.format(batch_size, micro_batches))
+        for name, value in (('batch_size', batch_size),
+                            ('micro_batches', micro_batches)):
+            if value <= 0:
+                raise ParameterError(name, value, 'positive')
         if per_update * n_workers > len(dataset):
             raise InputError(
-                'total minibatch {} (--batchsize {} x --accumulate {} x {} '
+                'total minibatch {} ({} images x {} micro-batches x {} '
                 'workers) is larger than the training set ({} images)'.format(
                     per_update * n_workers, batch_size, micro_batches,
                     n_workers, len(dataset)))

@@ -47,7 +47,7 @@ def _list_entries(lines, path, root):
                 path, lineno, label))
         image = os.path.join(root, fields[0])
         if not os.path.isfile(image):
-            raise InputError('{}:{}: image {} does not exist (--root is {})'
+            raise InputError('{}:{}: image {} does not exist (root {})'
                              .format(path, lineno, image, root))
         yield fields[0], label
 

@@ -95,7 +95,7 @@ def load(path, side):
     if images.shape[1:3] != (side, side):
         raise InputError(
             'dataset {}: images are {}x{} px, this crop size needs {} (pack '
-            'it again with the same --crop-size)'.format(
+            'it again at this crop size)'.format(
                 path, images.shape[1], images.shape[2], side))
     return InMemoryDataset(images, labels, class_names)
 

@@ -10,7 +10,9 @@ import os
 import numpy
 
 from datasets.decoding import load_square
+from datasets.decoding import UndecodableImageError
 from errors import InputError
+from errors import ParameterError
 
 #: Per-channel RGB mean of ImageNet's training set, in 0..255.
 IMAGENET_MEAN = numpy.array([123.675, 116.28, 103.53], dtype=numpy.float32)
@@ -25,20 +27,21 @@ def load_mean(path, resize):
     """Read a per-channel ``(3,)`` or per-pixel ``(3, resize, resize)`` mean.
 
     ``path`` is a ``.npy`` file (as Chainer's compute_mean.py writes) or None
-    for ImageNet's per-channel mean.
+    for ImageNet's per-channel mean. Raises :class:`InputError` whose message
+    starts with the path.
     """
     if path is None:
         return IMAGENET_MEAN
     if not os.path.isfile(path):
-        raise InputError('--mean {}: no such file'.format(path))
+        raise InputError('{}: no such file'.format(path))
     try:
         mean = numpy.load(path)
     except (ValueError, OSError) as e:
-        raise InputError('--mean {}: not a .npy array ({})'.format(path, e))
+        raise InputError('{}: not a .npy array ({})'.format(path, e))
     if mean.shape not in ((3,), (3, resize, resize)):
         raise InputError(
-            '--mean {}: shape {} is neither (3,) nor (3, {}, {}) (the resized '
-            'image side for this --crop-size)'.format(
+            '{}: shape {} is neither (3,) nor (3, {}, {}) (the resized '
+            'image side)'.format(
                 path, mean.shape, resize, resize))
     return mean.astype(numpy.float32)
 
@@ -50,8 +53,9 @@ class _CropTransform(object):
         self.skip_bad_images = skip_bad_images
         self.resize = resize or resize_for(crop_size)
         if crop_size > self.resize:
-            raise InputError('--crop-size {} is larger than the resized image '
-                             'side {}'.format(crop_size, self.resize))
+            raise ParameterError(
+                'crop_size', crop_size,
+                'at most the resized image side {}'.format(self.resize))
         self.mean = mean if mean.ndim == 3 else mean.reshape(3, 1, 1)
         self.scale = numpy.float32(1.0 / 255.0)
         self.scaled_mean = self.mean * self.scale
@@ -63,7 +67,7 @@ class _CropTransform(object):
             return path
         try:
             return load_square(path, self.resize)
-        except InputError:
+        except UndecodableImageError:
             if self.skip_bad_images:
                 return None
             raise

@@ -82,6 +82,7 @@ def find_resume(resume, outdir, config, name='run_configuration'):
     ``resume`` is a snapshot's path, ``'auto'`` for the newest intact one in
     ``outdir`` (None if there is none yet), or None. The snapshot must match
     ``config``, the :class:`RunConfiguration` registered under ``name``.
+    Raises :class:`InputError` whose message starts with the snapshot's path.
     """
     if resume is None:
         return None
@@ -92,16 +93,17 @@ def find_resume(resume, outdir, config, name='run_configuration'):
     else:
         path = resume
         if not os.path.isfile(path):
-            raise InputError('--resume {}: no such file'.format(path))
+            raise InputError('{}: no such file'.format(path))
         if not is_intact(path):
             raise InputError(
-                '--resume {}: damaged or incomplete snapshot'.format(path))
+                '{}: damaged or incomplete snapshot'.format(path))
     config.check(path, name)
     return path
 
 
 def check_writable(outdir):
-    """Fail before training if ``outdir`` cannot be created or written."""
+    """Fail before training if ``outdir`` cannot be created or written
+    (:class:`InputError`, its message starting with ``outdir``)."""
     try:
         os.makedirs(outdir, exist_ok=True)
         probe = os.path.join(outdir, '.write_test')
@@ -109,7 +111,7 @@ def check_writable(outdir):
             pass
         os.remove(probe)
     except OSError as e:
-        raise InputError('--out {}: not writable ({})'.format(
+        raise InputError('{}: not writable ({})'.format(
             outdir, e.strerror or e))
 
 
@@ -143,14 +145,15 @@ class RunConfiguration(extension.Extension):
                 stored = {key: archive[prefix + key].item()
                           for key in self.config if prefix + key in archive}
         except (ValueError, OSError, zipfile.BadZipFile) as e:
-            raise InputError('--resume {}: not a readable snapshot ({})'
+            raise InputError('{}: not a readable snapshot ({})'
                              .format(path, e))
         if len(stored) != len(self.config):
-            raise InputError('--resume {}: not a snapshot of this trainer'
+            raise InputError('{}: not a snapshot of this trainer'
                              .format(path))
         for key in sorted(self.config):
             if stored[key] != self.config[key]:
                 raise InputError(
-                    '--resume {}: the snapshot was taken with {} = {}, this '
-                    'run has {}; resume with the same setting or start a new '
-                    '--out'.format(path, key, stored[key], self.config[key]))
+                    '{}: the snapshot was taken with {} = {}, this run has '
+                    '{}; resume with the same setting or start in a new '
+                    'output directory'.format(path, key, stored[key],
+                                              self.config[key]))

@@ -86,3 +86,13 @@ def test_total_minibatch_larger_than_dataset_is_refused():
     with pytest.raises(errors.InputError, match='larger than the training'):
         datasets.GlobalOrderIterator(list(range(10)), 4, index_transform,
                                      rank=0, n_workers=3)
+
+
+@pytest.mark.parametrize('batch_size, micro_batches, name', [
+    (0, 1, 'batch_size'), (2, 0, 'micro_batches')])
+def test_sizes_must_be_positive(batch_size, micro_batches, name):
+    with pytest.raises(errors.ParameterError) as e:
+        datasets.GlobalOrderIterator(list(range(10)), batch_size,
+                                     index_transform,
+                                     micro_batches=micro_batches)
+    assert (e.value.name, e.value.expected) == (name, 'positive')

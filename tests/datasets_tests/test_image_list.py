@@ -67,7 +67,7 @@ def listing(tmp_path, text, name='train.txt'):
     ('a_dog/0.jpg 4294967296\n',
      r'train\.txt:1: label 4294967296 does not fit in 32 bits'),
     ('a_dog/0.jpg 0\n\nmissing.jpg 1\n',
-     r'train\.txt:3: image .*missing\.jpg does not exist \(--root is '),
+     r'train\.txt:3: image .*missing\.jpg does not exist \(root '),
     ('\n\n', r'list file .*train\.txt: no images listed'),
 ])
 def test_bad_list_file_is_one_line_naming_file_and_line(

@@ -54,3 +54,14 @@ def test_mean_file_of_wrong_shape_is_refused(tmp_path):
     numpy.save(mean_file, numpy.zeros((3, 10, 10)))
     with pytest.raises(errors.InputError, match=r'mean\.npy: shape'):
         datasets.load_mean(mean_file, 36)
+
+
+def test_library_errors_name_parameters_and_files_not_flags(tmp_path):
+    with pytest.raises(errors.ParameterError) as e:
+        datasets.ValTransform(40, datasets.load_mean(None, 36), 36)
+    assert str(e.value) == ('crop_size must be at most the resized image '
+                            'side 36, got 40')
+    missing = str(tmp_path / 'mean.npy')
+    with pytest.raises(errors.InputError) as e:
+        datasets.load_mean(missing, 36)
+    assert str(e.value) == '{}: no such file'.format(missing)

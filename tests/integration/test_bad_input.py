@@ -94,6 +94,8 @@ def test_non_positive_sizes(flag):
      '--mu2 must be unset unless the optimizer is rmsprop-warmup, got 0.9'),
     (['--width', '0'], '--width must be positive, got 0'),
     (['--crop-size', '16'], '--crop-size must be at least 32'),
+    (['--crop-size', '40', '--resize', '36'],
+     '--crop-size must be at most the resized side 36, got 40'),
 ])
 def test_flags_out_of_range(flags, expected):
     assert expected in run_script('--demo', *flags)

@@ -221,7 +221,8 @@ def test_per_worker_batch_larger_than_its_shard(tmp_path):
     msg = one_line_error(['train_imagenet.py', str(tmp_path / 'train'),
                           str(tmp_path / 'train'), '--batchsize', '8',
                           '--crop-size', '32', '--out', str(tmp_path / 'o')])
-    assert 'larger than the training set (5 images)' in msg
+    assert ('total minibatch 8 (--batchsize x --accumulate x 1 workers) is '
+            'larger than the training set (5 images)') in msg
 
 
 def test_mean_file_of_the_wrong_shape(tmp_path):
