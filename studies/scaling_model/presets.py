@@ -1,6 +1,6 @@
 """The clusters the model knows, each value with its source, and the
 figures Akiba et al. (2017) report for theirs."""
-from benchmarks.scaling_model.hardware import Cluster, link_bandwidth
+from studies.scaling_model.hardware import Cluster, link_bandwidth
 
 # Akiba, Suzuki & Fukuda (2017): 1024 GPUs, 32 images each, 90 epochs.
 PAPER_GPUS = 1024

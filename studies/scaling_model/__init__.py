@@ -27,7 +27,7 @@ Training E epochs of D images takes E D / (N b) iterations. Scaling
 efficiency against a base of N0 GPUs is t_iter(N0) / t_iter(N): per-GPU
 throughput relative to the base, at a fixed minibatch per GPU.
 
-Run ``python -m benchmarks.scaling_model`` for the paper's MN-1 (Akiba et
+Run ``python -m studies.scaling_model`` for the paper's MN-1 (Akiba et
 al. 2017: 1024 P100s, 15 minutes), ``--preset h100`` for a modern cluster,
 ``--sources`` for every parameter with its source, ``--plot FILE.png`` for
 a figure; ``--step-time`` and ``--allreduce-time`` feed in measured figures.

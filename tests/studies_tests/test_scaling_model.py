@@ -6,8 +6,8 @@ import json
 import pytest
 from PIL import Image
 
-from benchmarks.scaling_model import __main__ as cli
-from benchmarks.scaling_model import hardware, model, presets
+from studies.scaling_model import __main__ as cli
+from studies.scaling_model import hardware, model, presets
 
 # 2 GPUs per node, groups of 2 nodes below leaves with 3:1 uplinks.
 TOY = hardware.Cluster(

@@ -2,8 +2,8 @@
 import dataclasses
 import math
 
-from benchmarks.scaling_model.hardware import UNITS
-from benchmarks.scaling_model.presets import (
+from studies.scaling_model.hardware import UNITS
+from studies.scaling_model.presets import (
     PAPER_EFFICIENCY_GPU, PAPER_EFFICIENCY_NODE, PAPER_GPUS, PAPER_SECONDS)
 
 

@@ -3,7 +3,7 @@ train, and the bandwidth a measured all-reduce implies."""
 import collections
 import dataclasses
 
-from benchmarks.scaling_model.hardware import Workload
+from studies.scaling_model.hardware import Workload
 
 
 class IterationTime(collections.namedtuple(

@@ -1,6 +1,6 @@
 """Prints the model's predictions for a preset cluster, changed by flags.
 
-    python -m benchmarks.scaling_model [--preset mn1|h100] [--gpus N ...]
+    python -m studies.scaling_model [--preset mn1|h100] [--gpus N ...]
         [--sources] [--json] [--plot FILE.png] [--step-time S]
         [--allreduce-time S --allreduce-procs P]
 """
@@ -9,12 +9,12 @@ import dataclasses
 import json
 import sys
 
-from benchmarks.scaling_model.hardware import (
+from studies.scaling_model.hardware import (
     DTYPE_BYTES, IMAGENET_TRAIN_IMAGES, RING_ORDERS, UNITS, Workload)
-from benchmarks.scaling_model.model import calibrate_allreduce, predict
-from benchmarks.scaling_model.presets import (
+from studies.scaling_model.model import calibrate_allreduce, predict
+from studies.scaling_model.presets import (
     PAPER_GPUS, PAPER_ITERATION_SECONDS, PAPER_SECONDS, PRESETS)
-from benchmarks.scaling_model.report import (
+from studies.scaling_model.report import (
     format_duration, format_sources, format_table, plot_scaling)
 
 # Command-line overrides of the preset: flag, field, type, help; the flag
@@ -44,7 +44,7 @@ OVERRIDES = (
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
-        prog='python -m benchmarks.scaling_model',
+        prog='python -m studies.scaling_model',
         description='Predict time per iteration and time to train ResNet-50 '
                     'for N GPUs (see docs/scaling.md for the model).')
     parser.add_argument('--preset', choices=sorted(PRESETS), default='mn1',
