@@ -186,7 +186,7 @@ def test_each_node_numbers_its_ranks_and_gpus(cluster, tmp_path, mode):
 
 
 def test_two_nodes_equal_one_node_bit_for_bit(cluster, one_node_x4,
-                                               tmp_path):
+                                              tmp_path):
     out = tmp_path / 'out'
     proc = on_node1(cluster, smoke(out, 'node1,node2', 2))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
