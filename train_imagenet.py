@@ -9,7 +9,11 @@ list files or class folders; with neither, the embedded demo data set.
 """
 import argparse
 import functools
+import math
 import multiprocessing.forkserver
+import os
+import re
+import time
 
 import cuda_stack
 cuda_stack.preload()  # pip's CUDA libraries, before CuPy loads (docs/gpu.md)
@@ -26,6 +30,8 @@ import cpu_engine
 import datasets
 from datasets import demo
 import extensions
+from extensions import run_directory
+from extensions import signal_stop
 from extensions import snapshots
 import models
 from optimizers import NonFiniteGradientGuard
@@ -87,15 +93,30 @@ def parse_args(argv):
     return args
 
 
+#: The ``--device`` values this script accepts.
+_DEVICE = re.compile(r'^(-1|@numpy|@intel64|@cupy:\d+)$')
+
+
 def check_args(args):
     """One-line errors, naming the flag, for values argparse lets through."""
-    checks = [(name, getattr(args, name) > 0, 'positive') for name in (
+    checks = [(name, math.isfinite(value), 'finite')
+              for name, value in sorted(vars(args).items())
+              if isinstance(value, float)]
+    checks += [(name, getattr(args, name) > 0, 'positive') for name in (
         'batchsize', 'accumulate', 'val_batchsize', 'epoch', 'width',
-        'log_interval', 'keep_snapshots')] + [
-        ('iterations', (args.iterations or 1) > 0, 'positive'),
+        'log_interval', 'keep_snapshots', 'val_interval',
+        'snapshot_interval', 'resize')] + [
+        ('iterations', args.iterations is None or args.iterations > 0,
+         'positive'),
+        ('snapshot_iterations', args.snapshot_iterations >= 0,
+         'non-negative (0: off)'),
         ('crop_size', args.crop_size >= 32, 'at least 32'),
+        ('crop_size', args.crop_size <= args.resize,
+         'at most --resize ({})'.format(args.resize)),
         ('loaderjob', args.loaderjob >= 0, 'non-negative'),
-        ('seed', 0 <= args.seed < 2 ** 32, 'in [0, 2**32)')]
+        ('seed', 0 <= args.seed < 2 ** 32, 'in [0, 2**32)'),
+        ('device', _DEVICE.match(args.device),
+         '@cupy:N, @numpy or -1 (CPU)')]
     for name, ok, expected in checks:
         if not ok:
             raise failures.JobInputError('--{} must be {}, got {}'.format(
@@ -106,8 +127,16 @@ def check_args(args):
             name: getattr(args, name) for name in recipes.OVERRIDES})
 
 
+#: Environment variables that MPI launchers set in every process they start.
+_LAUNCHED = ('OMPI_COMM_WORLD_SIZE', 'PMIX_RANK', 'PMI_RANK', 'PMI_SIZE')
+
+
 def main(argv=None):
     cpu_engine.cpu_runtime.configure()  # keep freed buffers in the heap
+    if not any(name in os.environ for name in _LAUNCHED):
+        # One process without a launcher: Open MPI's shared-memory transport
+        # would leave its 16 MiB file in /dev/shm, with no daemon to remove it
+        os.environ.setdefault('OMPI_MCA_btl', 'self')
     args = parse_args(argv)
     if args.train is None:
         args.demo, args.train, args.val = True, demo.TRAIN_DIR, demo.VAL_DIR
@@ -119,6 +148,36 @@ def main(argv=None):
         args.log_interval, args.iterations = 1, args.iterations or 5
     with failures.ending_the_job(args.out):
         train(args, check_args(args))
+
+
+def claim_output(out, resume):
+    """Lock ``--out`` for this job (the lock file, to keep open) and refuse
+    it if it holds a run that this one does not continue."""
+    snapshots.check_writable(out)
+    try:
+        lock = run_directory.claim(out)
+        run_directory.check_not_another_run(out, resume)
+    except run_directory.DirectoryInUse as e:
+        raise failures.JobInputError(
+            '--out {}; wait for it to end or choose another --out'.format(e))
+    except run_directory.HoldsAnotherRun as e:
+        raise failures.JobInputError(
+            '--out {}; continue it with --resume auto, or choose another '
+            '--out'.format(e))
+    except OSError as e:
+        raise failures.JobInputError('--out {}: not writable ({})'.format(
+            out, e.strerror or e))
+    return lock
+
+
+def check_free_space(out, model):
+    """Refuse ``--out`` unless one snapshot fits: the parameters and up to
+    two optimizer buffers of the same size (RMSprop warm-up's)."""
+    needed = 3 * sum(param.array.nbytes for param in model.params())
+    try:
+        run_directory.check_free_space(out, needed)
+    except run_directory.NoSpace as e:
+        raise failures.JobInputError('--out {}'.format(e))
 
 
 def train(args, recipe):
@@ -137,6 +196,7 @@ def train(args, recipe):
             comm_name, args.allreduce_dtype)):
         comm = communicators.create_communicator(
             comm_name, args.allreduce_dtype, gpu=on_gpu)
+    stop = signal_stop.SignalStop(comm)
     device = chainer.get_device(
         '@cupy:{}'.format(comm.intra_rank) if args.gpu else args.device)
     device.use()
@@ -152,13 +212,16 @@ def train(args, recipe):
             arch=args.arch, width=args.width, n_class=n_class,
             bn_stats=args.bn_stats, workers=comm.size,
             batchsize=args.batchsize, accumulate=args.accumulate,
-            seed=args.seed, dtype=recipe.dtype)
+            seed=args.seed, dtype=recipe.dtype, recipe=recipe.name,
+            optimizer=recipe.optimizer,
+            momentum_correction=recipe.momentum_correction,
+            lars=recipe.lars)
+        lock = claim_output(args.out, args.resume) if comm.rank == 0 \
+            else None
         resume = snapshots.find_resume(args.resume, args.out, config)
-        if comm.rank == 0:
-            snapshots.check_writable(args.out)
         return (train, val, n_class, config, resume,
-                datasets.load_mean(args.mean, args.resize))
-    train_set, val_set, n_class, config, resume, mean = failures.agree(
+                datasets.load_mean(args.mean, args.resize), lock)
+    train_set, val_set, n_class, config, resume, mean, lock = failures.agree(
         comm, read_inputs)
     total_batchsize = args.batchsize * args.accumulate * comm.size
     nodes = failures.node_ranks(comm.mpi_comm)
@@ -201,6 +264,10 @@ def train(args, recipe):
     model = L.Classifier(predictor, lossfun=functools.partial(
         models.label_smoothed_cross_entropy, eps=recipe.label_smoothing))
     model.to_device(device)
+    if comm.rank == 0:
+        failures.agree(comm, check_free_space, args.out, model)
+    else:
+        failures.agree(comm, lambda: None)
 
     # Set up the optimizer
     optimizer = chainermn.create_multi_node_optimizer(
@@ -218,17 +285,21 @@ def train(args, recipe):
         rounded_workers=(comm.size * args.accumulate
                          if args.allreduce_dtype == 'float16'
                          and args.virtual_worker_rounding == 'on' else None))
-    stop = ((args.iterations, 'iteration') if args.iterations
-            else (args.epoch, 'epoch'))
-    trainer = training.Trainer(updater, stop, out=args.out)
+    length = ((args.iterations, 'iteration') if args.iterations
+              else (args.epoch, 'epoch'))
+    trainer = training.Trainer(updater, stop.stop_trigger(length),
+                               out=args.out)
 
-    # Set up the extensions; a --test run validates and snapshots at its end
-    val_trigger = stop if args.test else (args.val_interval, 'epoch')
-    snapshot_triggers = [stop if args.test else (args.snapshot_interval,
-                                                 'epoch')] + (
+    # Set up the extensions; every run validates, logs and snapshots at its
+    # end, and snapshots when a stop signal ends it early
+    val_trigger = extensions.AnyOfTriggers(
+        [length] if args.test else [(args.val_interval, 'epoch'), length])
+    snapshot_triggers = [length, stop.requested] + (
+        [] if args.test else [(args.snapshot_interval, 'epoch')]) + (
         [(args.snapshot_iterations, 'iteration')]
         if args.snapshot_iterations > 0 else [])
     trainer.extend(config, name='run_configuration')
+    trainer.extend(stop, name='signal_stop')
     trainer.extend(extensions.DistributedEvaluator(
         val_iter, model.predictor, comm, datasets.SkippingConverter(),
         device), trigger=val_trigger)
@@ -248,10 +319,20 @@ def train(args, recipe):
 
     # Run
     if resume:
-        if comm.rank == 0:
-            print('resuming from', resume)
         chainer.serializers.load_npz(resume, trainer)
+        if comm.rank == 0:
+            print('resuming from {} at iteration {} (epoch {:.2f})'.format(
+                resume, updater.iteration, updater.epoch_detail), flush=True)
+    start = time.time()
     trainer.run(show_loop_exception_msg=False)
+    if stop.signal_number and not trainer.stop_trigger.reached:
+        raise failures.Stopped(
+            'stopped by {} after iteration {}; its snapshot is {}; continue '
+            'with --resume auto'.format(
+                stop.signal_name, stop.iteration, os.path.join(
+                    args.out, snapshots.SNAPSHOT_NAME.format(stop.iteration))))
+    if comm.rank == 0:
+        print(extensions.summary_line(trainer, time.time() - start), flush=True)
 
 
 if __name__ == '__main__':

@@ -1,4 +1,5 @@
 """Kill-and-resume, the divergence guard, worker failure and bad input."""
+import fcntl
 import json
 import os
 import signal
@@ -176,7 +177,12 @@ def test_resume_with_another_setting_is_refused(demo_snapshot):
                        (['--batchsize', '8'], 'batchsize = 4'),
                        (['--accumulate', '2'], 'accumulate = 1'),
                        (['--bn-stats', 'moving-average'],
-                        'bn_stats = final-batch')):
+                        'bn_stats = final-batch'),
+                       (['--recipe', 'sgd'], 'recipe = akiba2017'),
+                       (['--recipe', 'goyal2017'], 'recipe = akiba2017'),
+                       (['--optimizer', 'momentum-sgd'],
+                        'optimizer = rmsprop-warmup'),
+                       (['--lars'], 'lars = False')):
         args = SMALL + ['--iterations', '2', '--resume', demo_snapshot,
                         '--out', os.path.dirname(demo_snapshot)] + flags
         msg = one_line_error(args)
@@ -230,3 +236,95 @@ def test_mean_file_of_the_wrong_shape(tmp_path):
     msg = one_line_error(SMALL + ['--mean', mean, '--out', str(tmp_path)])
     assert '--mean {}: shape (3, 224, 224) is neither (3,) nor (3, 37, 37)'\
         .format(mean) in msg
+
+
+TINY = SMALL + ['--width', '0.125']
+
+
+def start_job(args, out):
+    """``mpiexec -n 2`` of the trainer writing to ``out``, in the background.
+    """
+    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=REPO)
+    return subprocess.Popen(mpi_command(2, args + ['--out', out]), cwd=REPO,
+                            env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def rank_pids(out, launcher_pid):
+    found = worker_pids(out, launcher_pid)
+    assert len(found) == 2, found
+    return sorted(found)
+
+
+@pytest.mark.parametrize('target', ['rank', 'mpiexec'])
+def test_stop_signal_saves_the_last_update_and_resumes_bit_exact(
+        tmp_path, target):
+    """SIGTERM to one rank, or SIGUSR1 to mpiexec: every rank finishes the
+    update in progress, one snapshot of it is written, the job exits 4, and
+    the resumed run ends where the uninterrupted one does, bit for bit."""
+    args = TINY + ['--iterations', '8']
+    out = str(tmp_path / 'stopped')
+    proc = start_job(args, out)
+    wait_for_log(out, 3, proc)
+    if target == 'rank':
+        os.kill(rank_pids(out, proc.pid)[1], signal.SIGTERM)
+    else:
+        os.kill(proc.pid, signal.SIGUSR1)
+    start = time.time()
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 4, stderr
+    assert time.time() - start < 60
+    lines = [line for line in stderr.splitlines() if 'stopped by' in line]
+    assert len(lines) == 1 and 'Traceback' not in stderr, stderr
+    name = 'SIGTERM' if target == 'rank' else 'SIGUSR1'
+    stopped_at = int(lines[0].split('after iteration ')[1].split(';')[0])
+    assert 3 <= stopped_at < 8
+    snapshot = os.path.join(out, 'snapshot_iter_{}'.format(stopped_at))
+    assert lines[0] == ('train_imagenet.py: stopped by {} after iteration '
+                        '{}; its snapshot is {}; continue with --resume '
+                        'auto'.format(name, stopped_at, snapshot))
+    assert sorted(f for f in os.listdir(out) if 'snapshot' in f) == [
+        'snapshot_iter_{}'.format(stopped_at)]  # no temporary file left
+    assert snapshot_params(snapshot)
+
+    resumed = run_mpi(2, args + ['--out', out, '--resume', 'auto'])
+    assert 'resuming from {} at iteration {}'.format(
+        snapshot, stopped_at) in resumed.stdout
+    assert 'finished at iteration 8' in resumed.stdout
+    if target == 'rank':
+        ref = str(tmp_path / 'ref')
+        run_mpi(2, args + ['--out', ref])
+        final, expected = (snapshot_params(os.path.join(d, 'snapshot_iter_8'))
+                           for d in (out, ref))
+        assert final.keys() == expected.keys() and len(final) > 100
+        for key in expected:
+            assert (final[key] == expected[key]).all(), key
+
+
+def test_output_of_another_run_is_never_overwritten(tmp_path):
+    out = tmp_path / 'run'
+    out.mkdir()
+    (out / 'log').write_text('[]')
+    (out / 'snapshot_iter_7').write_bytes(b'an earlier run')
+    msg = one_line_error(TINY + ['--iterations', '1', '--out', str(out)])
+    assert msg.endswith('--out {} holds another run (snapshot_iter_7, log); '
+                        'continue it with --resume auto, or choose another '
+                        '--out'.format(out))
+    assert (out / 'log').read_text() == '[]'
+    assert (out / 'snapshot_iter_7').read_bytes() == b'an earlier run'
+
+
+def test_a_running_jobs_output_is_locked(tmp_path):
+    out = tmp_path / 'run'
+    out.mkdir()
+    with open(str(out / '.lock'), 'w') as held:  # as a running job holds it
+        fcntl.flock(held, fcntl.LOCK_EX)
+        held.write('process 12345 on node7 since 2026-12-04 10:00:00\n')
+        held.flush()
+        msg = one_line_error(TINY + ['--iterations', '1', '--resume', 'auto',
+                                     '--out', str(out)])
+    assert msg.endswith(
+        '--out {} is in use by a running job (process 12345 on node7 since '
+        '2026-12-04 10:00:00); wait for it to end or choose another --out'
+        .format(out))
+    assert sorted(os.listdir(str(out))) == ['.lock']
