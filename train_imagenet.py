@@ -8,11 +8,14 @@ SGD: Training ResNet-50 on ImageNet in 15 Minutes". ``train`` and ``val`` are
 list files or class folders; with neither, the embedded demo data set.
 """
 import argparse
+import errno
 import functools
 import math
 import multiprocessing.forkserver
+import multiprocessing.resource_tracker
 import os
 import re
+import sys
 import time
 
 import cuda_stack
@@ -153,7 +156,6 @@ def main(argv=None):
 def claim_output(out, resume):
     """Lock ``--out`` for this job (the lock file, to keep open) and refuse
     it if it holds a run that this one does not continue."""
-    snapshots.check_writable(out)
     try:
         lock = run_directory.claim(out)
         run_directory.check_not_another_run(out, resume)
@@ -165,6 +167,9 @@ def claim_output(out, resume):
             '--out {}; continue it with --resume auto, or choose another '
             '--out'.format(e))
     except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise failures.JobInputError('--out {}'.format(
+                run_directory.NoSpace(out, run_directory.free_bytes(out))))
         raise failures.JobInputError('--out {}: not writable ({})'.format(
             out, e.strerror or e))
     return lock
@@ -182,9 +187,14 @@ def check_free_space(out, model):
 
 def train(args, recipe):
     # The loaders' forkserver starts before MPI: forks of it crash on IB.
-    if args.loaderjob > 0:
-        multiprocessing.set_start_method('forkserver', force=True)
-        multiprocessing.forkserver.ensure_running()
+    # The resource tracker removes the shared-memory index of a worker that
+    # MPI_Abort ended; that cleanup needs no warning.
+    sys.warnoptions.append('ignore:resource_tracker:UserWarning')
+    with signal_stop.ignoring():
+        multiprocessing.resource_tracker.ensure_running()
+        if args.loaderjob > 0:
+            multiprocessing.set_start_method('forkserver', force=True)
+            multiprocessing.forkserver.ensure_running()
 
     # Check the GPU stack; set up the communicator and the device
     on_gpu = args.gpu or args.device.startswith('@cupy')

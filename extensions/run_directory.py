@@ -65,10 +65,13 @@ def format_bytes(n):
         n /= 1024.
 
 
-def free_bytes(directory):
-    """Bytes that an unprivileged process may still write in ``directory``.
-    """
-    stat = os.statvfs(directory)
+def free_bytes(path):
+    """Bytes that an unprivileged process may still write at ``path`` (or,
+    if it does not exist yet, in the nearest folder above it that does)."""
+    path = os.path.abspath(path)
+    while not os.path.isdir(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    stat = os.statvfs(path)
     return stat.f_bavail * stat.f_frsize
 
 

@@ -9,6 +9,7 @@ stops. The trainer's stop trigger then fires, the snapshot and BN-statistics
 triggers fire with it (one snapshot of that iteration, written atomically),
 and the trainer returns; the script ends with :data:`errors.STOPPED_STATUS`.
 """
+import contextlib
 import signal
 
 from chainer import training
@@ -16,6 +17,21 @@ from mpi4py import MPI
 
 #: The signals that stop a job after the update in progress.
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+
+@contextlib.contextmanager
+def ignoring(signals=SIGNALS):
+    """Ignore ``signals`` inside; processes started inside keep ignoring
+    them. A launcher signals a worker's whole process group: the helpers
+    that multiprocessing starts (its resource tracker, the loaders'
+    forkserver) must outlive the signal, the worker decides when to stop."""
+    previous = {number: signal.signal(number, signal.SIG_IGN)
+                for number in signals}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 class SignalStop(training.Extension):

@@ -42,6 +42,7 @@ class AtomicWriter(snapshot_writers.Writer):
         except OSError as e:
             if e.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
+            _remove(tmp)
             raise run_directory.NoSpace(
                 path, run_directory.free_bytes(outdir),
                 note='the snapshots written before it are intact') from None
@@ -114,19 +115,6 @@ def find_resume(resume, outdir, config, name='run_configuration'):
                 '--resume {}: damaged or incomplete snapshot'.format(path))
     config.check(path, name)
     return path
-
-
-def check_writable(outdir):
-    """Fail before training if ``outdir`` cannot be created or written."""
-    try:
-        os.makedirs(outdir, exist_ok=True)
-        probe = os.path.join(outdir, '.write_test')
-        with open(probe, 'w'):
-            pass
-        os.remove(probe)
-    except OSError as e:
-        raise InputError('--out {}: not writable ({})'.format(
-            outdir, e.strerror or e))
 
 
 class RunConfiguration(extension.Extension):

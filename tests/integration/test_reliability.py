@@ -2,6 +2,7 @@
 import fcntl
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -12,6 +13,7 @@ import pytest
 from PIL import Image
 
 from conftest import mpi_command, REPO, run_mpi
+from extensions import snapshots
 
 SMALL = ['train_imagenet.py', '--demo', '--batchsize', '4', '--loaderjob',
          '0', '--log-interval', '1', '--val_batchsize', '50']
@@ -328,3 +330,44 @@ def test_a_running_jobs_output_is_locked(tmp_path):
         '2026-12-04 10:00:00); wait for it to end or choose another --out'
         .format(out))
     assert sorted(os.listdir(str(out))) == ['.lock']
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 12 MiB tmpfs: two snapshots of the 0.125-wide ResNet-50 fit."""
+    mount = tmp_path / 'disk'
+    mount.mkdir()
+    if os.geteuid() != 0 or subprocess.run(
+            ['mount', '-t', 'tmpfs', '-o', 'size=12m', 'tmpfs', str(mount)],
+            capture_output=True).returncode != 0:
+        pytest.skip('mounting a tmpfs needs root')
+    yield mount
+    subprocess.run(['umount', str(mount)], check=True)
+
+
+def test_a_full_disk_ends_in_one_line_and_keeps_the_snapshots(small_disk):
+    out = str(small_disk / 'run')
+    proc = run_mpi(2, TINY + ['--iterations', '4', '--snapshot-iterations',
+                              '1', '--keep-snapshots', '5', '--out', out],
+                   check=False)
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if 'error' in line]
+    assert len(errors) == 1 and 'Traceback' not in proc.stderr, proc.stderr
+    assert re.search(r'error: worker 0: {}/snapshot_iter_3: no space left on '
+                     r'its file system \([0-9.]+ MiB free\); the snapshots '
+                     r'written before it are intact$'.format(out), errors[0])
+    assert not [f for f in os.listdir(out) if '.tmp' in f]
+    for name in ('snapshot_iter_1', 'snapshot_iter_2'):
+        assert snapshots.is_intact(os.path.join(out, name))
+
+    # A full disk is found before training starts.
+    filler = small_disk / 'filler'
+    with open(str(filler), 'wb') as f:
+        try:
+            while True:
+                f.write(b'\0' * 65536)
+        except OSError:
+            pass
+    msg = one_line_error(TINY + ['--out', str(small_disk / 'new')])
+    assert msg.endswith('--out {}: no space left on its file system (0 bytes '
+                        'free)'.format(small_disk / 'new'))
