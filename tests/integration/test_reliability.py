@@ -371,3 +371,27 @@ def test_a_full_disk_ends_in_one_line_and_keeps_the_snapshots(small_disk):
     msg = one_line_error(TINY + ['--out', str(small_disk / 'new')])
     assert msg.endswith('--out {}: no space left on its file system (0 bytes '
                         'free)'.format(small_disk / 'new'))
+
+
+def test_a_short_run_logs_snapshots_and_closes_with_a_summary(tmp_path):
+    out = str(tmp_path / 'short')
+    proc = run_mpi(2, TINY + ['--iterations', '2', '--log-interval', '10',
+                              '--out', out])
+    assert [e['iteration'] for e in read_log(out)] == [2]
+    assert 'validation/main/accuracy' in read_log(out)[-1]
+    assert sorted(f for f in os.listdir(out) if 'snapshot' in f) == [
+        'snapshot_iter_2']
+    assert '\033' not in proc.stdout  # output to a file: no escapes
+    last = proc.stdout.strip().splitlines()[-1]
+    assert re.match(r'finished at iteration 2 \(epoch 0\.01\); validation '
+                    r'top-1 [0-9.]+%, top-5 [0-9.]+%, loss \S+ \(epoch 0\.00\)'
+                    r'; \d+m\d\ds; log and 1 snapshot\(s\) in {} \(newest '
+                    r'snapshot_iter_2\)$'.format(re.escape(out)), last), last
+
+    again = run_mpi(2, TINY + ['--iterations', '2', '--out', out,
+                               '--resume', 'auto'])
+    lines = again.stdout.strip().splitlines()
+    assert 'resuming from {} at iteration 2 (epoch 0.01)'.format(
+        os.path.join(out, 'snapshot_iter_2')) in lines
+    assert lines[-1].startswith('finished at iteration 2 ')
+    assert not [line for line in lines if line.startswith('0 ')]  # no rows
