@@ -190,6 +190,7 @@ def train(args, recipe):
     # The resource tracker removes the shared-memory index of a worker that
     # MPI_Abort ended; that cleanup needs no warning.
     sys.warnoptions.append('ignore:resource_tracker:UserWarning')
+    failures.use_the_jobs_session_directory()
     with signal_stop.ignoring():
         multiprocessing.resource_tracker.ensure_running()
         if args.loaderjob > 0:

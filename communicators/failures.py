@@ -24,9 +24,12 @@ A job of one process ends with its status instead of an abort, so that MPI
 finalizes and removes its shared-memory files.
 """
 import contextlib
+import multiprocessing.util
 import os
 import sys
+import tempfile
 import traceback
+import weakref
 
 from errors import DIVERGED_STATUS
 from errors import STOPPED_STATUS
@@ -97,6 +100,17 @@ def node_ranks(mpi_comm):
                                  for host, r in ranks.items())
 
 
+def use_the_jobs_session_directory():
+    """Put this process's temporary files (multiprocessing's folder with the
+    loaders' forkserver socket) in the folder that Open MPI's launcher
+    gives it and removes when the job ends, however it ends; a process
+    that MPI_Abort ends cannot remove its own."""
+    session = os.environ.get('OMPI_FILE_LOCATION')
+    # AF_UNIX socket paths hold at most 107 bytes.
+    if session and os.path.isdir(session) and len(session) < 64:
+        tempfile.tempdir = session
+
+
 def _world():
     from mpi4py import MPI  # imported late: MPI starts after the loaders
     return MPI.COMM_WORLD
@@ -142,4 +156,15 @@ def _abort(status):
     the job, else ``MPI_Abort``, so that no worker waits in a collective."""
     if _world().size == 1:
         sys.exit(status)
+    _release_local_resources()
     _world().Abort(status)
+
+
+def _release_local_resources():
+    """What this process would release at exit and MPI_Abort skips: the
+    loaders, multiprocessing's temporary folders, the shared-memory index."""
+    try:
+        multiprocessing.util._exit_function()
+        weakref.finalize._exitfunc()
+    except Exception:  # the abort must happen whatever fails here
+        pass

@@ -142,3 +142,23 @@ def test_list_file_that_is_not_utf8(images):
     path.write_bytes(b'0.jpg 1\n\xff\xfe.jpg 0\n')
     msg = train(str(path), str(path), '--root', str(images))
     assert 'train.txt:2: not UTF-8 text' in msg
+
+
+def test_a_single_process_leaves_nothing_behind(tmp_path):
+    """Without a launcher: no Open MPI shared-memory file, no
+    multiprocessing folder, no help box, at a normal end and at an error."""
+    shm, tmp = tmp_path / 'shm', tmp_path / 'tmp'
+    shm.mkdir()
+    tmp.mkdir()
+    env = dict(os.environ, PYTHONPATH=REPO, TMPDIR=str(tmp),
+               OMPI_MCA_btl_sm_backing_directory=str(shm))
+    for flags, status in (([], 0), (['--mean', 'missing.npy'], 2)):
+        proc = subprocess.run(
+            [sys.executable, 'train_imagenet.py', '--demo', '--iterations',
+             '1', '--width', '0.125', '--batchsize', '4', '--loaderjob', '1',
+             '--out', str(tmp_path / 'out{}'.format(status))] + flags,
+            capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
+        assert proc.returncode == status, proc.stderr
+        assert 'Sorry' not in proc.stderr and 'leaked' not in proc.stderr
+        assert os.listdir(str(shm)) == []
+        assert not [f for f in os.listdir(str(tmp)) if f.startswith('pymp')]

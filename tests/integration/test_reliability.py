@@ -132,12 +132,14 @@ def test_a_worker_that_raises_ends_the_job(tmp_path):
     with open(str(train / '3.jpg'), 'r+b') as f:  # truncate one JPEG
         f.truncate(300)
     out = str(tmp_path / 'out')
+    tmp = tmp_path / 'tmp'
+    tmp.mkdir()
     start = time.time()
     proc = run_mpi(2, ['train_imagenet.py', str(tmp_path / 'train'),
                        str(tmp_path / 'train'), '--batchsize', '4',
                        '--crop-size', '32', '--loaderjob', '1',
                        '--iterations', '4', '--out', out], check=False,
-                   timeout=120)
+                   timeout=120, env={'TMPDIR': str(tmp)})
     assert proc.returncode != 0
     assert time.time() - start < 90
     assert 'Traceback' not in proc.stderr
@@ -146,6 +148,8 @@ def test_a_worker_that_raises_ends_the_job(tmp_path):
     assert len(errors) == 1, proc.stderr
     assert '3.jpg: cannot be decoded' in errors[0]
     assert '--skip-bad-images' in errors[0]
+    assert 'resource_tracker' not in proc.stderr
+    assert os.listdir(str(tmp)) == []  # no pymp-* folder, no session
 
     skipped = run_mpi(2, ['train_imagenet.py', str(tmp_path / 'train'),
                           str(tmp_path / 'train'), '--batchsize', '4',
