@@ -343,7 +343,8 @@ def train(args, recipe):
                 stop.signal_name, stop.iteration, os.path.join(
                     args.out, snapshots.SNAPSHOT_NAME.format(stop.iteration))))
     if comm.rank == 0:
-        print(extensions.summary_line(trainer, time.time() - start), flush=True)
+        print(extensions.summary_line(trainer, time.time() - start),
+              flush=True)
 
 
 if __name__ == '__main__':

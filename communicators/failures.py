@@ -106,8 +106,9 @@ def use_the_jobs_session_directory():
     gives it and removes when the job ends, however it ends; a process
     that MPI_Abort ends cannot remove its own."""
     session = os.environ.get('OMPI_FILE_LOCATION')
-    # AF_UNIX socket paths hold at most 107 bytes.
-    if session and os.path.isdir(session) and len(session) < 64:
+    # A forkserver's socket, SESSION/pymp-XXXXXXXX/listener-XXXXXXXX, must
+    # fit the 107 bytes of an AF_UNIX path.
+    if session and os.path.isdir(session) and len(session) < 72:
         tempfile.tempdir = session
 
 

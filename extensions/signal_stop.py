@@ -13,7 +13,6 @@ import contextlib
 import signal
 
 from chainer import training
-from mpi4py import MPI
 
 #: The signals that stop a job after the update in progress.
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
@@ -67,6 +66,7 @@ class SignalStop(training.Extension):
     def __call__(self, trainer):
         if self.signal_number:
             return
+        from mpi4py import MPI  # imported late: MPI starts after the loaders
         agreed = self.comm.mpi_comm.allreduce(self.received, op=MPI.MAX)
         if agreed:
             self.signal_number = agreed

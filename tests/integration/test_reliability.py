@@ -2,9 +2,11 @@
 import fcntl
 import json
 import os
+import pathlib
 import re
 import signal
 import subprocess
+import tempfile
 import time
 import zipfile
 
@@ -132,8 +134,8 @@ def test_a_worker_that_raises_ends_the_job(tmp_path):
     with open(str(train / '3.jpg'), 'r+b') as f:  # truncate one JPEG
         f.truncate(300)
     out = str(tmp_path / 'out')
-    tmp = tmp_path / 'tmp'
-    tmp.mkdir()
+    # Short: the session directory below it must leave room for a socket.
+    tmp = pathlib.Path(tempfile.mkdtemp(dir='/tmp'))
     start = time.time()
     proc = run_mpi(2, ['train_imagenet.py', str(tmp_path / 'train'),
                        str(tmp_path / 'train'), '--batchsize', '4',
@@ -149,7 +151,11 @@ def test_a_worker_that_raises_ends_the_job(tmp_path):
     assert '3.jpg: cannot be decoded' in errors[0]
     assert '--skip-bad-images' in errors[0]
     assert 'resource_tracker' not in proc.stderr
+    deadline = time.time() + 10  # the loaders' helpers end just after
+    while os.listdir(str(tmp)) and time.time() < deadline:
+        time.sleep(0.1)
     assert os.listdir(str(tmp)) == []  # no pymp-* folder, no session
+    tmp.rmdir()
 
     skipped = run_mpi(2, ['train_imagenet.py', str(tmp_path / 'train'),
                           str(tmp_path / 'train'), '--batchsize', '4',
