@@ -303,6 +303,9 @@ def test_stop_signal_saves_the_last_update_and_resumes_bit_exact(
     assert 'resuming from {} at iteration {}'.format(
         snapshot, stopped_at) in resumed.stdout
     assert 'finished at iteration 8' in resumed.stdout
+    rows = [int(line.split()[1]) for line in resumed.stdout.splitlines()
+            if line.startswith('0 ')]
+    assert rows == list(range(stopped_at + 1, 9))  # the old rows are not
     if target == 'rank':
         ref = str(tmp_path / 'ref')
         run_mpi(2, args + ['--out', ref])
