@@ -3,14 +3,17 @@
 Schedulers send SIGTERM on preemption, ``scancel`` or a time limit (Slurm
 sends SIGUSR1 ahead of it with ``--signal``), and Open MPI's ``mpiexec``
 forwards SIGUSR1 to every process. Any worker that receives one only sets a
-flag; the update in progress finishes, and right after it every worker
+flag (a second one, 2 s or more later, ends it at once); the
+update in progress finishes, and right after it every worker
 all-reduces its flag, so all of them agree in the same iteration that the job
 stops. The trainer's stop trigger then fires, the snapshot and BN-statistics
 triggers fire with it (one snapshot of that iteration, written atomically),
 and the trainer returns; the script ends with :data:`errors.STOPPED_STATUS`.
 """
 import contextlib
+import os
 import signal
+import time
 
 from chainer import training
 
@@ -61,6 +64,13 @@ class SignalStop(training.Extension):
             signal.signal(number, self._receive)
 
     def _receive(self, number, frame):
+        # A second signal, not the same one delivered twice (by the
+        # scheduler and by mpiexec): the default action, at once.
+        if self.received and time.monotonic() - self._received_at > 2:
+            signal.signal(number, signal.SIG_DFL)
+            os.kill(os.getpid(), number)
+        if not self.received:
+            self._received_at = time.monotonic()
         self.received = max(self.received, int(number))
 
     def __call__(self, trainer):
