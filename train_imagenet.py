@@ -301,10 +301,9 @@ def train(args, recipe):
     trainer = training.Trainer(updater, stop.stop_trigger(length),
                                out=args.out)
 
-    # Set up the extensions; every run validates, logs and snapshots at its
-    # end, and snapshots when a stop signal ends it early
-    val_trigger = extensions.AnyOfTriggers(
-        [length] if args.test else [(args.val_interval, 'epoch'), length])
+    # Set up the extensions; every run logs and snapshots at its end, and
+    # snapshots when a stop signal ends it early
+    val_trigger = length if args.test else (args.val_interval, 'epoch')
     snapshot_triggers = [length, stop.requested] + (
         [] if args.test else [(args.snapshot_interval, 'epoch')]) + (
         [(args.snapshot_iterations, 'iteration')]
@@ -326,7 +325,7 @@ def train(args, recipe):
         trainer.extend(snapshots.snapshot(args.keep_snapshots),
                        trigger=extensions.AnyOfTriggers(snapshot_triggers))
         extensions.add_reports(trainer, scheduled, [
-            (args.log_interval, 'iteration'), val_trigger])
+            (args.log_interval, 'iteration'), val_trigger, length])
 
     # Run
     if resume:

@@ -391,15 +391,13 @@ def test_a_short_run_logs_snapshots_and_closes_with_a_summary(tmp_path):
     proc = run_mpi(2, TINY + ['--iterations', '2', '--log-interval', '10',
                               '--out', out])
     assert [e['iteration'] for e in read_log(out)] == [2]
-    assert 'validation/main/accuracy' in read_log(out)[-1]
     assert sorted(f for f in os.listdir(out) if 'snapshot' in f) == [
         'snapshot_iter_2']
     assert '\033' not in proc.stdout  # output to a file: no escapes
     last = proc.stdout.strip().splitlines()[-1]
-    assert re.match(r'finished at iteration 2 \(epoch 0\.01\); validation '
-                    r'top-1 [0-9.]+%, top-5 [0-9.]+%, loss \S+ \(epoch 0\.00\)'
-                    r'; \d+m\d\ds; log and 1 snapshot\(s\) in {} \(newest '
-                    r'snapshot_iter_2\)$'.format(re.escape(out)), last), last
+    assert re.match(r'finished at iteration 2 \(epoch 0\.01\); \d+m\d\ds; '
+                    r'log and 1 snapshot\(s\) in {} \(newest snapshot_iter_2'
+                    r'\)$'.format(re.escape(out)), last), last
 
     again = run_mpi(2, TINY + ['--iterations', '2', '--out', out,
                                '--resume', 'auto'])
