@@ -22,8 +22,12 @@ $(VENV)/.installed: setup.py constraints.txt
 		$(PY) -m pip install -q -e '.[mpi,test]'
 	touch $@
 
+# The demo continues the run in DEMO_OUT (or reports it, when finished), so
+# running it again loses nothing; DEMO_OUT=result/demo2 starts another. It
+# keeps its newest snapshot only (about 280 MB).
 demo: setup
-	$(MPIEXEC) -n $(NP) $(PY) train_imagenet.py --demo --out $(DEMO_OUT)
+	$(MPIEXEC) -n $(NP) $(PY) train_imagenet.py --demo --out $(DEMO_OUT) \
+		--resume auto --keep-snapshots 1
 
 test: setup
 	$(PY) -m flake8

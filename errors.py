@@ -12,6 +12,10 @@ gradient diverged.
 #: study drivers record as a diverged run.
 DIVERGED_STATUS = 3
 
+#: The exit status of a job stopped by SIGTERM or SIGUSR1 after it saved a
+#: snapshot of its last update: job scripts requeue it with --resume auto.
+STOPPED_STATUS = 4
+
 
 class InputError(ValueError):
     """Bad input: its message is one line naming the file, line or flag."""

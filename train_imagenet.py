@@ -9,8 +9,15 @@ list files or class folders; with neither, the embedded demo data set.
 """
 import argparse
 import contextlib
+import errno
 import functools
+import math
 import multiprocessing.forkserver
+import multiprocessing.resource_tracker
+import os
+import re
+import sys
+import time
 
 import cuda_stack
 cuda_stack.preload()  # pip's CUDA libraries, before CuPy loads (docs/gpu.md)
@@ -27,6 +34,8 @@ import datasets
 from datasets import demo
 import errors
 import extensions
+from extensions import run_directory
+from extensions import signal_stop
 from extensions import snapshots
 import models
 from optimizers import NonFiniteGradientGuard
@@ -88,17 +97,30 @@ def parse_args(argv):
     return args
 
 
+#: The ``--device`` values this script accepts.
+_DEVICE = re.compile(r'^(-1|@numpy|@intel64|@cupy:\d+)$')
+
+
 def check_args(args):
     """One-line errors, naming the flag, for values argparse lets through."""
-    checks = [(name, getattr(args, name) > 0, 'positive') for name in (
+    checks = [(name, math.isfinite(value), 'finite')
+              for name, value in sorted(vars(args).items())
+              if isinstance(value, float)]
+    checks += [(name, getattr(args, name) > 0, 'positive') for name in (
         'batchsize', 'accumulate', 'val_batchsize', 'epoch', 'width',
-        'log_interval', 'keep_snapshots')] + [
-        ('iterations', (args.iterations or 1) > 0, 'positive'),
+        'log_interval', 'keep_snapshots', 'val_interval',
+        'snapshot_interval', 'resize')] + [
+        ('iterations', args.iterations is None or args.iterations > 0,
+         'positive'),
+        ('snapshot_iterations', args.snapshot_iterations >= 0,
+         'non-negative (0: off)'),
         ('crop_size', args.crop_size >= 32, 'at least 32'),
         ('crop_size', args.crop_size <= args.resize,
-         'at most the resized side {}'.format(args.resize)),
+         'at most --resize ({})'.format(args.resize)),
         ('loaderjob', args.loaderjob >= 0, 'non-negative'),
-        ('seed', 0 <= args.seed < 2 ** 32, 'in [0, 2**32)')]
+        ('seed', 0 <= args.seed < 2 ** 32, 'in [0, 2**32)'),
+        ('device', _DEVICE.match(args.device),
+         '@cupy:N, @numpy or -1 (CPU)')]
     for name, ok, expected in checks:
         if not ok:
             raise failures.JobInputError('--{} must be {}, got {}'.format(
@@ -119,7 +141,15 @@ def naming(flag):
         raise errors.InputError('{} {}'.format(flag, e))
 
 
+#: Environment variables that MPI launchers set in every process they start.
+_LAUNCHED = ('OMPI_COMM_WORLD_SIZE', 'PMIX_RANK', 'PMI_RANK', 'PMI_SIZE')
+
+
 def main(argv=None):
+    if not any(name in os.environ for name in _LAUNCHED):
+        # One process without a launcher: Open MPI's shared-memory transport
+        # would leave its 16 MiB file in /dev/shm, with no daemon to remove it
+        os.environ.setdefault('OMPI_MCA_btl', 'self')
     args = parse_args(argv)
     if args.train is None:
         args.demo, args.train, args.val = True, demo.TRAIN_DIR, demo.VAL_DIR
@@ -133,11 +163,49 @@ def main(argv=None):
         train(args, check_args(args))
 
 
+def claim_output(out, resume):
+    """Lock ``--out`` for this job (the lock file, to keep open) and refuse
+    it if it holds a run that this one does not continue."""
+    try:
+        lock = run_directory.claim(out)
+        run_directory.check_not_another_run(out, resume)
+    except run_directory.DirectoryInUse as e:
+        raise failures.JobInputError(
+            '--out {}; wait for it to end or choose another --out'.format(e))
+    except run_directory.HoldsAnotherRun as e:
+        raise failures.JobInputError(
+            '--out {}; continue it with --resume auto, or choose another '
+            '--out'.format(e))
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise failures.JobInputError('--out {}'.format(
+                run_directory.NoSpace(out, run_directory.free_bytes(out))))
+        raise failures.JobInputError('--out {}: not writable ({})'.format(
+            out, e.strerror or e))
+    return lock
+
+
+def check_free_space(out, model):
+    """Refuse ``--out`` unless one snapshot fits: the parameters and up to
+    two optimizer buffers of the same size (RMSprop warm-up's)."""
+    needed = 3 * sum(param.array.nbytes for param in model.params())
+    try:
+        run_directory.check_free_space(out, needed)
+    except run_directory.NoSpace as e:
+        raise failures.JobInputError('--out {}'.format(e))
+
+
 def train(args, recipe):
     # The loaders' forkserver starts before MPI: forks of it crash on IB.
-    if args.loaderjob > 0:
-        multiprocessing.set_start_method('forkserver', force=True)
-        multiprocessing.forkserver.ensure_running()
+    # The resource tracker removes the shared-memory index of a worker that
+    # MPI_Abort ended; that cleanup needs no warning.
+    sys.warnoptions.append('ignore:resource_tracker:UserWarning')
+    failures.use_the_jobs_session_directory()
+    with signal_stop.ignoring():
+        multiprocessing.resource_tracker.ensure_running()
+        if args.loaderjob > 0:
+            multiprocessing.set_start_method('forkserver', force=True)
+            multiprocessing.forkserver.ensure_running()
 
     # Check the GPU stack; set up the communicator and the device
     on_gpu = args.gpu or args.device.startswith('@cupy')
@@ -149,6 +217,7 @@ def train(args, recipe):
             comm_name, args.allreduce_dtype)):
         comm = communicators.create_communicator(
             comm_name, args.allreduce_dtype, gpu=on_gpu)
+    stop = signal_stop.SignalStop(comm)
     device = chainer.get_device(
         '@cupy:{}'.format(comm.intra_rank) if args.gpu else args.device)
     device.use()
@@ -170,16 +239,18 @@ def train(args, recipe):
             arch=args.arch, width=args.width, n_class=n_class,
             bn_stats=args.bn_stats, workers=comm.size,
             batchsize=args.batchsize, accumulate=args.accumulate,
-            seed=args.seed, dtype=recipe.dtype)
+            seed=args.seed, dtype=recipe.dtype, recipe=recipe.name,
+            optimizer=recipe.optimizer,
+            momentum_correction=recipe.momentum_correction,
+            lars=recipe.lars)
+        lock = claim_output(args.out, args.resume) if comm.rank == 0 \
+            else None
         with naming('--resume'):
             resume = snapshots.find_resume(args.resume, args.out, config)
-        if comm.rank == 0:
-            with naming('--out'):
-                snapshots.check_writable(args.out)
         with naming('--mean'):
             mean = datasets.load_mean(args.mean, args.resize)
-        return train, val, n_class, config, resume, mean
-    train_set, val_set, n_class, config, resume, mean = failures.agree(
+        return train, val, n_class, config, resume, mean, lock
+    train_set, val_set, n_class, config, resume, mean, lock = failures.agree(
         comm, read_inputs)
     total_batchsize = args.batchsize * args.accumulate * comm.size
     if total_batchsize > len(train_set):
@@ -226,6 +297,10 @@ def train(args, recipe):
     model = L.Classifier(predictor, lossfun=functools.partial(
         models.label_smoothed_cross_entropy, eps=recipe.label_smoothing))
     model.to_device(device)
+    if comm.rank == 0:
+        failures.agree(comm, check_free_space, args.out, model)
+    else:
+        failures.agree(comm, lambda: None)
 
     # Set up the optimizer
     optimizer = chainermn.create_multi_node_optimizer(
@@ -243,17 +318,20 @@ def train(args, recipe):
         rounded_workers=(comm.size * args.accumulate
                          if args.allreduce_dtype == 'float16'
                          and args.virtual_worker_rounding == 'on' else None))
-    stop = ((args.iterations, 'iteration') if args.iterations
-            else (args.epoch, 'epoch'))
-    trainer = training.Trainer(updater, stop, out=args.out)
+    length = ((args.iterations, 'iteration') if args.iterations
+              else (args.epoch, 'epoch'))
+    trainer = training.Trainer(updater, stop.stop_trigger(length),
+                               out=args.out)
 
-    # Set up the extensions; a --test run validates and snapshots at its end
-    val_trigger = stop if args.test else (args.val_interval, 'epoch')
-    snapshot_triggers = [stop if args.test else (args.snapshot_interval,
-                                                 'epoch')] + (
+    # Set up the extensions; every run logs and snapshots at its end, and
+    # snapshots when a stop signal ends it early
+    val_trigger = length if args.test else (args.val_interval, 'epoch')
+    snapshot_triggers = [length, stop.requested] + (
+        [] if args.test else [(args.snapshot_interval, 'epoch')]) + (
         [(args.snapshot_iterations, 'iteration')]
         if args.snapshot_iterations > 0 else [])
     trainer.extend(config, name='run_configuration')
+    trainer.extend(stop, name='signal_stop')
     trainer.extend(extensions.DistributedEvaluator(
         val_iter, model.predictor, comm, datasets.SkippingConverter(),
         device), trigger=val_trigger)
@@ -269,18 +347,29 @@ def train(args, recipe):
         trainer.extend(snapshots.snapshot(args.keep_snapshots),
                        trigger=extensions.AnyOfTriggers(snapshot_triggers))
         extensions.add_reports(trainer, scheduled, [
-            (args.log_interval, 'iteration'), val_trigger])
+            (args.log_interval, 'iteration'), val_trigger, length])
 
     # Run
     if resume:
-        if comm.rank == 0:
-            print('resuming from', resume)
         chainer.serializers.load_npz(resume, trainer)
+        if comm.rank == 0:
+            print('resuming from {} at iteration {} (epoch {:.2f})'.format(
+                resume, updater.iteration, updater.epoch_detail), flush=True)
+    start = time.time()
     try:
         trainer.run(show_loop_exception_msg=False)
     except datasets.UndecodableImageError as e:
         raise errors.InputError(
             '{}; fix or remove it, or pass --skip-bad-images'.format(e))
+    if stop.signal_number and not trainer.stop_trigger.reached:
+        raise failures.Stopped(
+            'stopped by {} after iteration {}; its snapshot is {}; continue '
+            'with --resume auto'.format(
+                stop.signal_name, stop.iteration, os.path.join(
+                    args.out, snapshots.SNAPSHOT_NAME.format(stop.iteration))))
+    if comm.rank == 0:
+        print(extensions.summary_line(trainer, time.time() - start),
+              flush=True)
 
 
 if __name__ == '__main__':

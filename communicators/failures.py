@@ -10,19 +10,29 @@
   a ``ValueError`` but not bad input): every worker raises together; rank 0
   prints its one line and every worker exits 3, leaving the snapshots as
   they are.
+- A stop signal (SIGTERM or SIGUSR1, :mod:`extensions.signal_stop`): every
+  worker stops after the same update, rank 0 saves its snapshot and prints
+  one line, and every worker exits 4.
 - Anything else: the traceback, then an abort with status 1, so that no
   worker is left blocked in a collective.
 - A node lost (power, network): its workers vanish without a word, and the
   others wait in a collective until the launcher ends the job. Rank 0 prints
   :func:`node_ranks` at the start, so that the job scripts can name the lost
   node's ranks (jobs/mpi_quiet.sh).
+
+A job of one process ends with its status instead of an abort, so that MPI
+finalizes and removes its shared-memory files.
 """
 import contextlib
+import multiprocessing.util
 import os
 import sys
+import tempfile
 import traceback
+import weakref
 
 from errors import DIVERGED_STATUS
+from errors import STOPPED_STATUS
 from errors import InputError
 from errors import NonFiniteGradientError
 from errors import ParameterError
@@ -31,6 +41,10 @@ from errors import ParameterError
 class JobInputError(InputError):
     """Bad input that every worker has raised together (see :func:`agree`).
     """
+
+
+class Stopped(Exception):
+    """Every worker stopped together on a signal, after a snapshot."""
 
 
 def agree(comm, check, *args, **kwargs):
@@ -86,6 +100,18 @@ def node_ranks(mpi_comm):
                                  for host, r in ranks.items())
 
 
+def use_the_jobs_session_directory():
+    """Put this process's temporary files (multiprocessing's folder with the
+    loaders' forkserver socket) in the folder that Open MPI's launcher
+    gives it and removes when the job ends, however it ends; a process
+    that MPI_Abort ends cannot remove its own."""
+    session = os.environ.get('OMPI_FILE_LOCATION')
+    # A forkserver's socket, SESSION/pymp-XXXXXXXX/listener-XXXXXXXX, must
+    # fit the 107 bytes of an AF_UNIX path.
+    if session and os.path.isdir(session) and len(session) < 72:
+        tempfile.tempdir = session
+
+
 def _world():
     from mpi4py import MPI  # imported late: MPI starts after the loaders
     return MPI.COMM_WORLD
@@ -108,13 +134,38 @@ def ending_the_job(out):
             _error(e)
         sys.exit(2)
     except InputError as e:
-        _error('worker {}: {}'.format(_world().rank, e))
-        _world().Abort(2)
+        _error('worker {}: {}'.format(_world().rank, e)
+               if _world().size > 1 else e)
+        _abort(2)
     except NonFiniteGradientError as e:
         if _world().rank == 0:
             _error('{}; the snapshots in {} are untouched'.format(e, out))
         sys.exit(DIVERGED_STATUS)
+    except Stopped as e:
+        if _world().rank == 0:
+            print('{}: {}'.format(os.path.basename(sys.argv[0]), e),
+                  file=sys.stderr, flush=True)
+        sys.exit(STOPPED_STATUS)
     except Exception:
         traceback.print_exc()
         sys.stderr.flush()
-        _world().Abort(1)
+        _abort(1)
+
+
+def _abort(status):
+    """End the whole job with ``status``: a plain exit when this process is
+    the job, else ``MPI_Abort``, so that no worker waits in a collective."""
+    if _world().size == 1:
+        sys.exit(status)
+    _release_local_resources()
+    _world().Abort(status)
+
+
+def _release_local_resources():
+    """What this process would release at exit and MPI_Abort skips: the
+    loaders, multiprocessing's temporary folders, the shared-memory index."""
+    try:
+        multiprocessing.util._exit_function()
+        weakref.finalize._exitfunc()
+    except Exception:  # the abort must happen whatever fails here
+        pass

@@ -10,7 +10,9 @@ Augmentation draws from a generator seeded by ``(seed, epoch, index)``, so a
 sample is augmented identically whichever process loads it, and a resumed
 run sees exactly the images it would have seen.
 """
+import ctypes
 import multiprocessing
+import signal
 
 import chainer
 import numpy
@@ -19,9 +21,21 @@ from errors import InputError
 from errors import ParameterError
 
 _loader_state = {}
+_PR_SET_PDEATHSIG = 1
 
 
 def _init_loader(dataset, transform):
+    """A loader ignores the stop signals (a scheduler sends them to every
+    process of the job; the training process decides when to stop, and
+    closes the pool) and dies with its parent, the forkserver, which ends
+    with the training process: no loader outlives a killed job."""
+    for number in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
+        signal.signal(number, signal.SIG_IGN)
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG,
+                                                int(signal.SIGKILL))
+    except (OSError, AttributeError):  # not Linux
+        pass
     _loader_state['dataset'] = dataset
     _loader_state['transform'] = transform
 
@@ -168,7 +182,7 @@ class GlobalOrderIterator(chainer.dataset.Iterator):
         self._pending = None
 
     def finalize(self):
-        if self._pool is not None:
-            self._pool.terminate()
+        if self._pool is not None:  # loaders ignore SIGTERM: close, not kill
+            self._pool.close()
             self._pool.join()
             self._pool = None

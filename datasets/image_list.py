@@ -21,11 +21,23 @@ def read_list_file(path, root='.'):
     relative to ``root``."""
     if not os.path.isfile(path):
         raise InputError('list file {}: no such file'.format(path))
-    with open(path) as f:
-        index = ImageIndex(root, _list_entries(f, path, root))
+    with open(path, 'rb') as f:
+        index = ImageIndex(root, _list_entries(_text_lines(f, path), path,
+                                               root))
     if not len(index):
         raise InputError('list file {}: no images listed'.format(path))
     return index
+
+
+def _text_lines(lines, path):
+    """The UTF-8 ``lines`` of the file at ``path``, decoded."""
+    for lineno, line in enumerate(lines, 1):
+        try:
+            yield line.decode('utf-8')
+        except UnicodeDecodeError as e:
+            raise InputError('{}:{}: not UTF-8 text (byte {:#04x} at column '
+                             '{})'.format(path, lineno, line[e.start],
+                                          e.start + 1))
 
 
 def _list_entries(lines, path, root):

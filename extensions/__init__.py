@@ -5,3 +5,4 @@ from extensions.hyperparameter_schedule import HyperparameterSchedule  # NOQA
 from extensions.throughput import Throughput  # NOQA
 from extensions.triggers import AnyOfTriggers  # NOQA
 from extensions.reports import add_reports  # NOQA
+from extensions.reports import summary_line  # NOQA

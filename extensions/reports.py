@@ -1,4 +1,11 @@
-"""The log, the printed table and the plots of a training run (rank 0)."""
+"""The log, the printed table, the plots and the closing line of a run.
+
+All of them are rank 0's. Under ``mpiexec`` every rank's standard output is
+a pseudo-terminal of the launcher even when the job's output goes to a file,
+so whether a person watches is read from the launcher's own standard output:
+the progress bar and the terminal escapes of the table appear only there.
+"""
+import os
 import sys
 
 from chainer.training import extensions as chainer_extensions
@@ -8,25 +15,96 @@ from extensions.triggers import AnyOfTriggers
 LOSS = ['main/loss', 'validation/main/loss']
 ACCURACY = ['main/accuracy', 'validation/main/accuracy',
             'validation/main/top5']
+_ERASE = '\033[J'
 
 
-def add_reports(trainer, scheduled, triggers):
+def add_reports(trainer, scheduled, triggers, watched=None):
     """``LogReport``, ``PrintReport`` and one ``PlotReport`` per figure.
 
     They report whenever any of ``triggers`` fires (e.g. every N iterations
     and at every validation, so that the last validation is logged too);
     ``scheduled`` are the keys of the scheduled hyperparameters, printed
-    and plotted one figure each. A progress bar is added on a terminal.
+    and plotted one figure each. A progress bar, updated every iteration, is
+    added where a person watches (``watched``, default :func:`is_watched`).
     """
     def trigger():  # a new one per extension: triggers keep state
         return AnyOfTriggers(triggers)
+    watched = is_watched() if watched is None else watched
     trainer.extend(chainer_extensions.LogReport(trigger=trigger()))
-    trainer.extend(chainer_extensions.PrintReport(
+    trainer.extend(_Table(
         ['epoch', 'iteration'] + LOSS + ACCURACY + scheduled
-        + ['images/s', 'elapsed_time']), trigger=trigger())
+        + ['images/s', 'elapsed_time'],
+        out=sys.stdout if watched else _WithoutEscapes(sys.stdout)),
+        trigger=trigger())
     for name, keys in [('loss', LOSS), ('accuracy', ACCURACY)] + [
             (key, [key]) for key in scheduled]:
         trainer.extend(chainer_extensions.PlotReport(
             keys, 'epoch', trigger=trigger(), filename=name + '.png'))
-    if sys.stdout.isatty():
-        trainer.extend(chainer_extensions.ProgressBar())
+    if watched:
+        trainer.extend(chainer_extensions.ProgressBar(update_interval=1))
+
+
+def is_watched():
+    """Whether standard output reaches a terminal: this process's, or under
+    an MPI launcher (its stdout is then always a pseudo-terminal), the
+    launcher's."""
+    if not sys.stdout.isatty():
+        return False
+    if not any(key in os.environ for key in ('OMPI_COMM_WORLD_RANK',
+                                             'PMIX_RANK', 'PMI_RANK')):
+        return True
+    try:
+        target = os.readlink('/proc/{}/fd/1'.format(os.getppid()))
+    except OSError:
+        return False
+    return target.startswith(('/dev/pts/', '/dev/tty'))
+
+
+class _Table(chainer_extensions.PrintReport):
+    """``PrintReport`` that prints only the rows logged in this run: a
+    resumed run does not print the rows of its snapshot's log again."""
+
+    def initialize(self, trainer):
+        self._log_len = len(trainer.get_extension('LogReport').log)
+
+
+class _WithoutEscapes(object):
+    """A stream that drops ``PrintReport``'s erase-line escapes."""
+
+    def __init__(self, out):
+        self.out = out
+
+    def write(self, text):
+        if text != _ERASE:
+            self.out.write(text)
+
+    def flush(self):
+        self.out.flush()
+
+
+def summary_line(trainer, seconds):
+    """One line closing a run: where it ended, its last validation, the time
+    this process trained and where its snapshots are."""
+    updater = trainer.updater
+    parts = ['finished at iteration {} (epoch {:.2f})'.format(
+        updater.iteration, updater.epoch_detail)]
+    validated = [entry for entry in
+                 trainer.get_extension('LogReport').log
+                 if 'validation/main/accuracy' in entry]
+    if validated:
+        last = validated[-1]
+        parts.append('validation top-1 {:.2%}, top-5 {:.2%}, loss {:.4g} '
+                     '(epoch {:.2f})'.format(
+                         last['validation/main/accuracy'],
+                         last['validation/main/top5'],
+                         last['validation/main/loss'], last['epoch']))
+    minutes, secs = divmod(int(round(seconds)), 60)
+    parts.append('{}m{:02d}s'.format(minutes, secs))
+    snapshots = sorted((name for name in os.listdir(trainer.out)
+                        if name.startswith('snapshot_iter_')
+                        and name.rsplit('_', 1)[1].isdigit()),
+                       key=lambda name: int(name.rsplit('_', 1)[1]))
+    parts.append('log and {} snapshot(s) in {}{}'.format(
+        len(snapshots), trainer.out,
+        ' (newest {})'.format(snapshots[-1]) if snapshots else ''))
+    return '; '.join(parts)

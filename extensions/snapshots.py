@@ -4,6 +4,7 @@ A snapshot is written to a temporary file beside its final name, flushed to
 disk and renamed over it, so a kill at any moment leaves either the previous
 snapshots or the new complete one, never a torn file under a snapshot name.
 """
+import errno
 import glob
 import os
 import re
@@ -17,8 +18,11 @@ from chainer.training.extensions import snapshot_writers
 import numpy
 
 from errors import InputError
+from extensions import run_directory
 
 SNAPSHOT_PATTERN = 'snapshot_iter_{.updater.iteration}'
+#: The name of the snapshot of an iteration: ``SNAPSHOT_NAME.format(i)``.
+SNAPSHOT_NAME = 'snapshot_iter_{}'
 _SNAPSHOT_NAME = re.compile(r'^snapshot_iter_(\d+)$')
 
 
@@ -35,15 +39,28 @@ class AtomicWriter(snapshot_writers.Writer):
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
+        except OSError as e:
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            _remove(tmp)
+            raise run_directory.NoSpace(
+                path, run_directory.free_bytes(outdir),
+                note='the snapshots written before it are intact') from None
         finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+            _remove(tmp)
         directory = os.open(outdir, os.O_RDONLY)
         try:
             os.fsync(directory)
         finally:
             os.close(directory)
         self._post_save()
+
+
+def _remove(path):
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
 
 
 def snapshot(keep):
@@ -101,31 +118,21 @@ def find_resume(resume, outdir, config, name='run_configuration'):
     return path
 
 
-def check_writable(outdir):
-    """Fail before training if ``outdir`` cannot be created or written
-    (:class:`InputError`, its message starting with ``outdir``)."""
-    try:
-        os.makedirs(outdir, exist_ok=True)
-        probe = os.path.join(outdir, '.write_test')
-        with open(probe, 'w'):
-            pass
-        os.remove(probe)
-    except OSError as e:
-        raise InputError('{}: not writable ({})'.format(
-            outdir, e.strerror or e))
-
-
 class RunConfiguration(extension.Extension):
     """Stores in every snapshot what a resumed run must share with it.
 
     ``check(path)`` refuses, with one line naming the difference, a snapshot
     taken with another architecture, class count, number of workers,
     per-worker batch or accumulation (the data order and the schedules depend
-    on them).
+    on them), or another recipe or optimizer (the optimizer's state differs).
+    Snapshots older than the keys in :attr:`LATER_KEYS` lack them and are
+    checked on the others.
     """
 
     trigger = None
     priority = extension.PRIORITY_READER
+    #: Keys that snapshots written before them do not hold.
+    LATER_KEYS = ('recipe', 'optimizer', 'momentum_correction', 'lars')
 
     def __init__(self, **config):
         self.config = config
@@ -135,7 +142,11 @@ class RunConfiguration(extension.Extension):
 
     def serialize(self, serializer):
         for key, value in sorted(self.config.items()):
-            self.config[key] = type(value)(serializer(key, value))
+            try:
+                self.config[key] = type(value)(serializer(key, value))
+            except KeyError:
+                if key not in self.LATER_KEYS:
+                    raise
 
     def check(self, path, name):
         """Raise :class:`InputError` unless snapshot ``path`` matches."""
@@ -147,10 +158,10 @@ class RunConfiguration(extension.Extension):
         except (ValueError, OSError, zipfile.BadZipFile) as e:
             raise InputError('{}: not a readable snapshot ({})'
                              .format(path, e))
-        if len(stored) != len(self.config):
+        if set(self.config) - set(stored) - set(self.LATER_KEYS):
             raise InputError('{}: not a snapshot of this trainer'
                              .format(path))
-        for key in sorted(self.config):
+        for key in (key for key in self.config if key in stored):
             if stored[key] != self.config[key]:
                 raise InputError(
                     '{}: the snapshot was taken with {} = {}, this run has '

@@ -24,4 +24,17 @@ class AnyOfTriggers(object):
     def serialize(self, serializer):
         for i, trigger in enumerate(self.triggers):
             if hasattr(trigger, 'serialize'):
-                trigger.serialize(serializer[str(i)])
+                try:
+                    trigger.serialize(serializer[str(i)])
+                except KeyError:
+                    _forget(trigger)
+
+
+def _forget(trigger):
+    """Let an interval trigger that a snapshot does not hold (one older than
+    it) take its previous position from the updater, as a new one does."""
+    if isinstance(trigger, training.triggers.IntervalTrigger):
+        trigger._previous_iteration = -1
+        trigger._previous_epoch_detail = -1.
+    else:
+        raise KeyError('the snapshot holds no state for {!r}'.format(trigger))

@@ -9,6 +9,12 @@
 # processes per node (mpiprocs) come from $PBS_NODEFILE; the launch is
 # jobs/multi_node.sh's, output in OUT_ROOT/DATE-JOBID. Settings:
 # jobs/common.sh; jobs/README.md.
+#
+# PBS sends no signal ahead of the walltime, so this script does: STOP_BEFORE
+# seconds (300) before it ends, SIGUSR1 to the trainer processes on this
+# node; the trainer finishes the update in progress, writes its snapshot and
+# exits 4, and this script submits the job again to resume in the same
+# output directory (--resume auto). `qsig -s USR1 JOBID` stops it on demand.
 #PBS -N resnet50-32k
 #PBS -l select=128:ncpus=16:ngpus=8:mpiprocs=8
 #PBS -l walltime=01:00:00
@@ -26,6 +32,35 @@ JOBS_DIR=${JOBS_DIR:-$repo/jobs}
 # One process per line of the node file: mpiprocs of the first node.
 GPUS_PER_NODE=${GPUS_PER_NODE:-$(grep -c -x -F "$(head -n 1 "$PBS_NODEFILE")" \
                                  "$PBS_NODEFILE")}
-export JOBS_DIR GPUS_PER_NODE
-HOSTFILE=$PBS_NODEFILE JOB_ID=${PBS_JOBID:-local-$$} \
-    exec bash "$JOBS_DIR/multi_node.sh"
+JOB_ID=${PBS_JOBID:-local-$$}
+STOP_BEFORE=${STOP_BEFORE:-300}
+# A resubmitted job continues the run of the first (RESUME=auto, OUT_DIR).
+RESUME=${RESUME:-auto}
+OUT_DIR=${OUT_DIR:-${OUT_ROOT:-$repo/result}/$(date +%Y%m%d-%H%M%S)-${JOB_ID//[^A-Za-z0-9._-]/_}}
+export JOBS_DIR GPUS_PER_NODE RESUME OUT_DIR
+
+# The walltime as [[H]H:]MM:SS from qstat; the stop signal STOP_BEFORE
+# seconds before it, to this job's trainer processes on this node (one is
+# enough: the workers agree on it).
+walltime=$(qstat -f "${PBS_JOBID:-}" 2>/dev/null |
+           awk -F' = ' '/Resource_List.walltime/ {print $2}') || true
+if [[ ${DRY_RUN:-0} != 1 && $walltime =~ ^([0-9]+):([0-9]+):([0-9]+)$ ]]
+then
+    left=$((10#${BASH_REMATCH[1]} * 3600 + 10#${BASH_REMATCH[2]} * 60
+            + 10#${BASH_REMATCH[3]} - STOP_BEFORE))
+    session=$(ps -o sid= -p $$ | tr -d ' ')
+    if ((left > 0)); then
+        (sleep "$left" && pkill -USR1 -s "$session" -f -- train_imagenet.py) &
+    fi
+fi
+
+status=0
+HOSTFILE=$PBS_NODEFILE JOB_ID=$JOB_ID bash "$JOBS_DIR/multi_node.sh" ||
+    status=$?
+if ((status == 4)) && [[ -n ${PBS_JOBID:-} ]]; then
+    echo "$(basename "$0"): stopped with a snapshot; submitting it again to" \
+         "resume in $OUT_DIR" >&2
+    (cd "$repo" && qsub -W depend=afterany:"$PBS_JOBID" \
+         -v RESUME=auto,OUT_DIR="$OUT_DIR" jobs/pbs.sh)
+fi
+exit "$status"

@@ -9,6 +9,12 @@
 # srun starts the processes (LAUNCHER=mpiexec: Open MPI's mpiexec on the
 # allocated nodes, through jobs/multi_node.sh). Output in OUT_ROOT/DATE-JOBID.
 # Settings: jobs/common.sh; jobs/README.md.
+#
+# Five minutes before the time limit Slurm sends SIGUSR1 to every process of
+# the job (--signal); the trainer then finishes the update in progress,
+# writes its snapshot and exits 4, and this script requeues the job, which
+# resumes in the same output directory (--resume auto). `scancel
+# --signal=USR1 JOBID` does the same on demand (docs/reliability.md).
 #SBATCH --job-name=resnet50-32k
 #SBATCH --nodes=128
 #SBATCH --ntasks-per-node=8
@@ -16,6 +22,8 @@
 #SBATCH --cpus-per-task=2
 #SBATCH --time=01:00:00
 #SBATCH --output=%x-%j.out
+#SBATCH --signal=USR1@300
+#SBATCH --requeue
 set -euo pipefail
 
 LAUNCHER=${LAUNCHER:-srun}            # srun or mpiexec
@@ -29,11 +37,35 @@ repo=${SLURM_SUBMIT_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 JOBS_DIR=${JOBS_DIR:-$repo/jobs}
 export JOBS_DIR GPUS_PER_NODE JOB_ID
 
+# A requeued job continues the run in the directory of its first start.
+RESUME=${RESUME:-auto}
+OUT_ROOT=${OUT_ROOT:-$repo/result}
+if [[ -z ${OUT_DIR:-} ]]; then
+    for dir in "$OUT_ROOT"/*-"${JOB_ID//[^A-Za-z0-9._-]/_}"; do
+        [[ ! -d $dir ]] || OUT_DIR=$dir
+    done
+fi
+export RESUME OUT_ROOT
+[[ -z ${OUT_DIR:-} ]] || export OUT_DIR
+
+# requeue_if_stopped STATUS: exit 4 is the trainer's stop on a signal, with
+# a snapshot of its last update: put the job back in the queue to resume.
+requeue_if_stopped() {
+    if (($1 == 4)) && [[ -n ${SLURM_JOB_ID:-} ]]; then
+        echo "$(basename "$0"): stopped with a snapshot; requeueing job" \
+             "$SLURM_JOB_ID to resume it" >&2
+        scontrol requeue "$SLURM_JOB_ID"
+    fi
+    exit "$1"
+}
+
 if [[ $LAUNCHER == mpiexec ]]; then
     HOSTS=${HOSTS:-$(scontrol show hostnames "${SLURM_JOB_NODELIST:?}" |
                      paste -s -d,)}
     export HOSTS
-    exec bash "$JOBS_DIR/multi_node.sh"
+    status=0
+    bash "$JOBS_DIR/multi_node.sh" || status=$?
+    requeue_if_stopped "$status"
 fi
 [[ $LAUNCHER == srun ]] ||
     { echo "$(basename "$0"): error: LAUNCHER must be srun or mpiexec," \
@@ -46,7 +78,9 @@ job_setup "$JOB_ID"
 rank_command
 srun_args=()
 read -r -a srun_args <<< "$SRUN_ARGS"
+status=0
 launch srun --nodes="$NODES" --ntasks="$((NODES * GPUS_PER_NODE))" \
     --ntasks-per-node="$GPUS_PER_NODE" --cpu-bind=none --kill-on-bad-exit=1 \
     --quiet \
-    ${srun_args[@]+"${srun_args[@]}"} "${RANK_COMMAND[@]}"
+    ${srun_args[@]+"${srun_args[@]}"} "${RANK_COMMAND[@]}" || status=$?
+requeue_if_stopped "$status"

@@ -70,8 +70,9 @@ class Aborted(Exception):
 
 class FakeWorld(object):
 
-    def __init__(self, rank):
+    def __init__(self, rank, size=2):
         self.rank = rank
+        self.size = size
         self.aborted = None
 
     def Abort(self, status):
@@ -149,3 +150,21 @@ def test_a_run_that_ends_well_is_left_alone(world, capsys):
         pass
     assert world.aborted is None
     assert capsys.readouterr() == ('', '')
+
+
+def test_bad_input_of_a_job_of_one_process_exits_2(world, capsys):
+    world.size = 1
+    assert end(InputError('a.jpg: cannot be decoded')) == 2
+    assert world.aborted is None  # MPI finalizes: nothing left in /dev/shm
+    assert stderr_lines(capsys) == [
+        'train_imagenet.py: error: a.jpg: cannot be decoded']
+
+
+@pytest.mark.parametrize('rank', [0, 1])
+def test_a_stop_signal_exits_4_reported_once(world, capsys, rank):
+    world.rank = rank
+    assert end(failures.Stopped('stopped by SIGTERM after iteration 7')) == 4
+    assert stderr_lines(capsys) == (
+        ['train_imagenet.py: stopped by SIGTERM after iteration 7']
+        if rank == 0 else [])
+    assert world.aborted is None

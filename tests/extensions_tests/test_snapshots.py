@@ -107,20 +107,3 @@ def test_a_missing_damaged_or_foreign_file_is_refused(tmp_path):
     numpy.savez(foreign, w=numpy.zeros(3))
     with pytest.raises(InputError, match='not a snapshot of this trainer'):
         snapshots.find_resume(foreign, str(tmp_path), configuration())
-
-
-def test_check_writable_creates_the_directory(tmp_path):
-    out = tmp_path / 'a' / 'b'
-    snapshots.check_writable(str(out))
-    assert out.is_dir() and os.listdir(str(out)) == []
-
-
-def test_check_writable_refuses_a_path_under_a_file(tmp_path):
-    blocker = tmp_path / 'file'
-    blocker.write_text('')
-    out = str(blocker / 'out')
-    with pytest.raises(InputError) as info:
-        snapshots.check_writable(out)
-    message = str(info.value)
-    assert message.startswith('{}: not writable ('.format(out))
-    assert '\n' not in message

@@ -94,8 +94,6 @@ def test_non_positive_sizes(flag):
      '--mu2 must be unset unless the optimizer is rmsprop-warmup, got 0.9'),
     (['--width', '0'], '--width must be positive, got 0'),
     (['--crop-size', '16'], '--crop-size must be at least 32'),
-    (['--crop-size', '40', '--resize', '36'],
-     '--crop-size must be at most the resized side 36, got 40'),
 ])
 def test_flags_out_of_range(flags, expected):
     assert expected in run_script('--demo', *flags)
@@ -117,3 +115,50 @@ def test_every_worker_stops_on_bad_input_and_reports_once(mpirun, images):
                   check=False, timeout=60)
     assert proc.returncode != 0
     assert proc.stderr.count('label \'x\' is not an integer') == 1
+
+
+@pytest.mark.parametrize('flags, expected', [
+    (['--iterations', '0'], '--iterations must be positive, got 0'),
+    (['--snapshot-interval', '0'], '--snapshot-interval must be positive'),
+    (['--val-interval', '0'], '--val-interval must be positive, got 0'),
+    (['--val-interval', '-1'], '--val-interval must be positive, got -1'),
+    (['--snapshot-iterations', '-1'],
+     '--snapshot-iterations must be non-negative (0: off), got -1'),
+    (['--device', 'foo'], '--device must be @cupy:N, @numpy or -1 (CPU), '
+     'got foo'),
+    (['--lr', 'inf'], '--lr must be finite, got inf'),
+    (['--val-interval', 'nan'], '--val-interval must be finite, got nan'),
+    (['--resize', '20'], '--crop-size must be at most --resize (20), got 32'),
+    (['--crop-size', '40', '--resize', '36'],
+     '--crop-size must be at most --resize (36), got 40'),
+])
+def test_flags_checked_before_training(flags, expected, tmp_path):
+    assert expected in train('--demo', '--out', str(tmp_path), *flags)
+    assert os.listdir(str(tmp_path)) == []  # nothing written
+
+
+def test_list_file_that_is_not_utf8(images):
+    path = images / 'train.txt'
+    path.write_bytes(b'0.jpg 1\n\xff\xfe.jpg 0\n')
+    msg = train(str(path), str(path), '--root', str(images))
+    assert 'train.txt:2: not UTF-8 text' in msg
+
+
+def test_a_single_process_leaves_nothing_behind(tmp_path):
+    """Without a launcher: no Open MPI shared-memory file, no
+    multiprocessing folder, no help box, at a normal end and at an error."""
+    shm, tmp = tmp_path / 'shm', tmp_path / 'tmp'
+    shm.mkdir()
+    tmp.mkdir()
+    env = dict(os.environ, PYTHONPATH=REPO, TMPDIR=str(tmp),
+               OMPI_MCA_btl_sm_backing_directory=str(shm))
+    for flags, status in (([], 0), (['--mean', 'missing.npy'], 2)):
+        proc = subprocess.run(
+            [sys.executable, 'train_imagenet.py', '--demo', '--iterations',
+             '1', '--width', '0.125', '--batchsize', '4', '--loaderjob', '1',
+             '--out', str(tmp_path / 'out{}'.format(status))] + flags,
+            capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
+        assert proc.returncode == status, proc.stderr
+        assert 'Sorry' not in proc.stderr and 'leaked' not in proc.stderr
+        assert os.listdir(str(shm)) == []
+        assert not [f for f in os.listdir(str(tmp)) if f.startswith('pymp')]

@@ -256,6 +256,28 @@ def test_slurm_dry_run_uses_srun(tmp_path):
     assert run.out_dir.endswith('-78')
 
 
+@pytest.mark.parametrize('script, job', [
+    ('slurm.sh', {'SLURM_JOB_ID': '79', 'SLURM_JOB_NUM_NODES': '1'}),
+    ('pbs.sh', {'PBS_JOBID': '79'})])
+def test_a_requeued_job_resumes_its_first_run(tmp_path, script, job):
+    nodefile = tmp_path / 'nodefile'
+    nodefile.write_text('n1\n' * 8)
+    settings = dict(job, DRY_RUN='1', OUT_ROOT=str(tmp_path),
+                    SLURM_SUBMIT_DIR=REPO, PBS_O_WORKDIR=REPO,
+                    PBS_NODEFILE=str(nodefile))
+    run = DryRun(run_script(script, **settings))
+    assert run.option(run.trainer, '--resume') == 'auto'
+    if script == 'slurm.sh':  # the directory of the first start, if any
+        first = tmp_path / '20261201-000000-79'
+        first.mkdir()
+        run = DryRun(run_script(script, **settings))
+        assert run.out_dir == str(first)
+    else:  # a job submitted again names it
+        run = DryRun(run_script(script, OUT_DIR=str(tmp_path / 'first'),
+                                **settings))
+        assert run.out_dir == str(tmp_path / 'first')
+
+
 @pytest.mark.parametrize('script,settings,message', [
     ('single_node.sh', {'BATCHSIZE': '0'}, 'BATCHSIZE must be a positive'),
     ('single_node.sh', {'ACCUMULATE': 'two'}, 'ACCUMULATE must be a positive'),

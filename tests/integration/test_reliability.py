@@ -1,8 +1,12 @@
 """Kill-and-resume, the divergence guard, worker failure and bad input."""
+import fcntl
 import json
 import os
+import pathlib
+import re
 import signal
 import subprocess
+import tempfile
 import time
 import zipfile
 
@@ -11,6 +15,7 @@ import pytest
 from PIL import Image
 
 from conftest import mpi_command, REPO, run_mpi
+from extensions import snapshots
 
 SMALL = ['train_imagenet.py', '--demo', '--batchsize', '4', '--loaderjob',
          '0', '--log-interval', '1', '--val_batchsize', '50']
@@ -129,12 +134,14 @@ def test_a_worker_that_raises_ends_the_job(tmp_path):
     with open(str(train / '3.jpg'), 'r+b') as f:  # truncate one JPEG
         f.truncate(300)
     out = str(tmp_path / 'out')
+    # Short: the session directory below it must leave room for a socket.
+    tmp = pathlib.Path(tempfile.mkdtemp(dir='/tmp'))
     start = time.time()
     proc = run_mpi(2, ['train_imagenet.py', str(tmp_path / 'train'),
                        str(tmp_path / 'train'), '--batchsize', '4',
                        '--crop-size', '32', '--loaderjob', '1',
                        '--iterations', '4', '--out', out], check=False,
-                   timeout=120)
+                   timeout=120, env={'TMPDIR': str(tmp)})
     assert proc.returncode != 0
     assert time.time() - start < 90
     assert 'Traceback' not in proc.stderr
@@ -143,6 +150,12 @@ def test_a_worker_that_raises_ends_the_job(tmp_path):
     assert len(errors) == 1, proc.stderr
     assert '3.jpg: cannot be decoded' in errors[0]
     assert '--skip-bad-images' in errors[0]
+    assert 'resource_tracker' not in proc.stderr
+    deadline = time.time() + 10  # the loaders' helpers end just after
+    while os.listdir(str(tmp)) and time.time() < deadline:
+        time.sleep(0.1)
+    assert os.listdir(str(tmp)) == []  # no pymp-* folder, no session
+    tmp.rmdir()
 
     skipped = run_mpi(2, ['train_imagenet.py', str(tmp_path / 'train'),
                           str(tmp_path / 'train'), '--batchsize', '4',
@@ -176,7 +189,12 @@ def test_resume_with_another_setting_is_refused(demo_snapshot):
                        (['--batchsize', '8'], 'batchsize = 4'),
                        (['--accumulate', '2'], 'accumulate = 1'),
                        (['--bn-stats', 'moving-average'],
-                        'bn_stats = final-batch')):
+                        'bn_stats = final-batch'),
+                       (['--recipe', 'sgd'], 'recipe = akiba2017'),
+                       (['--recipe', 'goyal2017'], 'recipe = akiba2017'),
+                       (['--optimizer', 'momentum-sgd'],
+                        'optimizer = rmsprop-warmup'),
+                       (['--lars'], 'lars = False')):
         args = SMALL + ['--iterations', '2', '--resume', demo_snapshot,
                         '--out', os.path.dirname(demo_snapshot)] + flags
         msg = one_line_error(args)
@@ -231,3 +249,161 @@ def test_mean_file_of_the_wrong_shape(tmp_path):
     msg = one_line_error(SMALL + ['--mean', mean, '--out', str(tmp_path)])
     assert '--mean {}: shape (3, 224, 224) is neither (3,) nor (3, 37, 37)'\
         .format(mean) in msg
+
+
+TINY = SMALL + ['--width', '0.125']
+
+
+def start_job(args, out):
+    """``mpiexec -n 2`` of the trainer writing to ``out``, in the background.
+    """
+    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=REPO)
+    return subprocess.Popen(mpi_command(2, args + ['--out', out]), cwd=REPO,
+                            env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def rank_pids(out, launcher_pid):
+    found = worker_pids(out, launcher_pid)
+    assert len(found) == 2, found
+    return sorted(found)
+
+
+@pytest.mark.parametrize('target', ['rank', 'mpiexec'])
+def test_stop_signal_saves_the_last_update_and_resumes_bit_exact(
+        tmp_path, target):
+    """SIGTERM to one rank, or SIGUSR1 to mpiexec: every rank finishes the
+    update in progress, one snapshot of it is written, the job exits 4, and
+    the resumed run ends where the uninterrupted one does, bit for bit."""
+    args = TINY + ['--iterations', '8']
+    out = str(tmp_path / 'stopped')
+    proc = start_job(args, out)
+    wait_for_log(out, 3, proc)
+    if target == 'rank':
+        os.kill(rank_pids(out, proc.pid)[1], signal.SIGTERM)
+    else:
+        os.kill(proc.pid, signal.SIGUSR1)
+    start = time.time()
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 4, stderr
+    assert time.time() - start < 60
+    lines = [line for line in stderr.splitlines() if 'stopped by' in line]
+    assert len(lines) == 1 and 'Traceback' not in stderr, stderr
+    name = 'SIGTERM' if target == 'rank' else 'SIGUSR1'
+    stopped_at = int(lines[0].split('after iteration ')[1].split(';')[0])
+    assert 3 <= stopped_at < 8
+    snapshot = os.path.join(out, 'snapshot_iter_{}'.format(stopped_at))
+    assert lines[0] == ('train_imagenet.py: stopped by {} after iteration '
+                        '{}; its snapshot is {}; continue with --resume '
+                        'auto'.format(name, stopped_at, snapshot))
+    assert sorted(f for f in os.listdir(out) if 'snapshot' in f) == [
+        'snapshot_iter_{}'.format(stopped_at)]  # no temporary file left
+    assert snapshot_params(snapshot)
+
+    resumed = run_mpi(2, args + ['--out', out, '--resume', 'auto'])
+    assert 'resuming from {} at iteration {}'.format(
+        snapshot, stopped_at) in resumed.stdout
+    assert 'finished at iteration 8' in resumed.stdout
+    rows = [int(line.split()[1]) for line in resumed.stdout.splitlines()
+            if line.startswith('0 ')]
+    assert rows == list(range(stopped_at + 1, 9))  # the old rows are not
+    if target == 'rank':
+        ref = str(tmp_path / 'ref')
+        run_mpi(2, args + ['--out', ref])
+        final, expected = (snapshot_params(os.path.join(d, 'snapshot_iter_8'))
+                           for d in (out, ref))
+        assert final.keys() == expected.keys() and len(final) > 100
+        for key in expected:
+            assert (final[key] == expected[key]).all(), key
+
+
+def test_output_of_another_run_is_never_overwritten(tmp_path):
+    out = tmp_path / 'run'
+    out.mkdir()
+    (out / 'log').write_text('[]')
+    (out / 'snapshot_iter_7').write_bytes(b'an earlier run')
+    msg = one_line_error(TINY + ['--iterations', '1', '--out', str(out)])
+    assert msg.endswith('--out {} holds another run (snapshot_iter_7, log); '
+                        'continue it with --resume auto, or choose another '
+                        '--out'.format(out))
+    assert (out / 'log').read_text() == '[]'
+    assert (out / 'snapshot_iter_7').read_bytes() == b'an earlier run'
+
+
+def test_a_running_jobs_output_is_locked(tmp_path):
+    out = tmp_path / 'run'
+    out.mkdir()
+    with open(str(out / '.lock'), 'w') as held:  # as a running job holds it
+        fcntl.flock(held, fcntl.LOCK_EX)
+        held.write('process 12345 on node7 since 2026-12-04 10:00:00\n')
+        held.flush()
+        msg = one_line_error(TINY + ['--iterations', '1', '--resume', 'auto',
+                                     '--out', str(out)])
+    assert msg.endswith(
+        '--out {} is in use by a running job (process 12345 on node7 since '
+        '2026-12-04 10:00:00); wait for it to end or choose another --out'
+        .format(out))
+    assert sorted(os.listdir(str(out))) == ['.lock']
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 12 MiB tmpfs: two snapshots of the 0.125-wide ResNet-50 fit."""
+    mount = tmp_path / 'disk'
+    mount.mkdir()
+    if os.geteuid() != 0 or subprocess.run(
+            ['mount', '-t', 'tmpfs', '-o', 'size=12m', 'tmpfs', str(mount)],
+            capture_output=True).returncode != 0:
+        pytest.skip('mounting a tmpfs needs root')
+    yield mount
+    subprocess.run(['umount', str(mount)], check=True)
+
+
+def test_a_full_disk_ends_in_one_line_and_keeps_the_snapshots(small_disk):
+    out = str(small_disk / 'run')
+    proc = run_mpi(2, TINY + ['--iterations', '4', '--snapshot-iterations',
+                              '1', '--keep-snapshots', '5', '--out', out],
+                   check=False)
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if 'error' in line]
+    assert len(errors) == 1 and 'Traceback' not in proc.stderr, proc.stderr
+    assert re.search(r'error: worker 0: {}/snapshot_iter_3: no space left on '
+                     r'its file system \([0-9.]+ MiB free\); the snapshots '
+                     r'written before it are intact$'.format(out), errors[0])
+    assert not [f for f in os.listdir(out) if '.tmp' in f]
+    for name in ('snapshot_iter_1', 'snapshot_iter_2'):
+        assert snapshots.is_intact(os.path.join(out, name))
+
+    # A full disk is found before training starts.
+    filler = small_disk / 'filler'
+    with open(str(filler), 'wb') as f:
+        try:
+            while True:
+                f.write(b'\0' * 65536)
+        except OSError:
+            pass
+    msg = one_line_error(TINY + ['--out', str(small_disk / 'new')])
+    assert msg.endswith('--out {}: no space left on its file system (0 bytes '
+                        'free)'.format(small_disk / 'new'))
+
+
+def test_a_short_run_logs_snapshots_and_closes_with_a_summary(tmp_path):
+    out = str(tmp_path / 'short')
+    proc = run_mpi(2, TINY + ['--iterations', '2', '--log-interval', '10',
+                              '--out', out])
+    assert [e['iteration'] for e in read_log(out)] == [2]
+    assert sorted(f for f in os.listdir(out) if 'snapshot' in f) == [
+        'snapshot_iter_2']
+    assert '\033' not in proc.stdout  # output to a file: no escapes
+    last = proc.stdout.strip().splitlines()[-1]
+    assert re.match(r'finished at iteration 2 \(epoch 0\.01\); \d+m\d\ds; '
+                    r'log and 1 snapshot\(s\) in {} \(newest snapshot_iter_2'
+                    r'\)$'.format(re.escape(out)), last), last
+
+    again = run_mpi(2, TINY + ['--iterations', '2', '--out', out,
+                               '--resume', 'auto'])
+    lines = again.stdout.strip().splitlines()
+    assert 'resuming from {} at iteration 2 (epoch 0.01)'.format(
+        os.path.join(out, 'snapshot_iter_2')) in lines
+    assert lines[-1].startswith('finished at iteration 2 ')
+    assert not [line for line in lines if line.startswith('0 ')]  # no rows

@@ -1,0 +1,157 @@
+"""The output directory of one run: its lock, its owner and its free space.
+
+A run's directory holds its ``log`` and ``snapshot_iter_*`` files. A new run
+must not write there: the snapshot extension prunes the oldest snapshots and
+the log is rewritten, so another run's results would be lost. Two rules keep
+them:
+
+- :func:`claim` takes an exclusive ``flock`` on ``<dir>/.lock`` for the life
+  of the process. The kernel releases it when the process ends, however it
+  ends (SIGKILL and a lost node included), so a stale lock never blocks a
+  restart; a second job that finds it held stops before writing anything.
+- :func:`check_not_another_run` refuses a directory that holds a run unless
+  this run continues it.
+"""
+import errno
+import fcntl
+import glob
+import os
+import socket
+import time
+
+from errors import InputError
+
+LOCK_NAME = '.lock'
+#: Files whose presence means the directory holds a run.
+RUN_FILES = ('log', 'snapshot_iter_*')
+
+
+class DirectoryInUse(InputError):
+    """Another live process holds the directory's lock."""
+
+
+class HoldsAnotherRun(InputError):
+    """The directory holds a run that this one does not continue.
+
+    Attributes:
+        found (list of str): the run's files that were found.
+    """
+
+    def __init__(self, directory, found):
+        self.found = found
+        super(HoldsAnotherRun, self).__init__(
+            '{} holds another run ({})'.format(directory, ', '.join(found)))
+
+
+class NoSpace(InputError):
+    """Too little free space for a file. ``free`` is in bytes."""
+
+    def __init__(self, path, free, needed=None, note=None):
+        self.path, self.free, self.needed = path, free, needed
+        super(NoSpace, self).__init__('{}: no space left on its file system '
+                                      '({} free{}){}'.format(
+                                          path, format_bytes(free),
+                                          '' if needed is None else
+                                          ', {} needed'.format(
+                                              format_bytes(needed)),
+                                          '; ' + note if note else ''))
+
+
+def format_bytes(n):
+    for unit in ('bytes', 'KiB', 'MiB', 'GiB'):
+        if n < 1024 or unit == 'GiB':
+            return ('{:.0f} {}' if unit == 'bytes' else '{:.1f} {}').format(
+                n, unit)
+        n /= 1024.
+
+
+def free_bytes(path):
+    """Bytes that an unprivileged process may still write at ``path`` (or,
+    if it does not exist yet, in the nearest folder above it that does)."""
+    path = os.path.abspath(path)
+    while not os.path.isdir(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    stat = os.statvfs(path)
+    return stat.f_bavail * stat.f_frsize
+
+
+def claim(directory):
+    """Create ``directory`` if needed and lock it for this process.
+
+    Returns the open lock file: the lock lasts while it stays open (keep a
+    reference) and ends with the process. Raises :class:`DirectoryInUse`
+    naming the holder (process id, host, start time) when another process
+    holds it, and ``OSError`` when the directory cannot be written.
+    """
+    os.makedirs(directory, exist_ok=True)
+    lock = open(os.path.join(directory, LOCK_NAME), 'a+')
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno not in (errno.EWOULDBLOCK, errno.EACCES):
+            lock.close()
+            raise
+        lock.seek(0)
+        holder = lock.read().strip() or 'another process'
+        lock.close()
+        raise DirectoryInUse('{} is in use by a running job ({})'.format(
+            directory, holder))
+    lock.seek(0)
+    lock.truncate()
+    lock.write('process {} on {} since {}\n'.format(
+        os.getpid(), socket.gethostname(),
+        time.strftime('%Y-%m-%d %H:%M:%S')))
+    lock.flush()
+    return lock
+
+
+def run_files(directory):
+    """The names of the files in ``directory`` that belong to a run."""
+    found = []
+    for pattern in RUN_FILES:
+        found += sorted(os.path.basename(path) for path in
+                        glob.glob(os.path.join(directory, pattern)))
+    return found
+
+
+def check_not_another_run(directory, resume):
+    """Raise :class:`HoldsAnotherRun` if ``directory`` holds a run and
+    ``resume`` (a snapshot path, ``'auto'`` or None) does not continue it.
+
+    ``'auto'`` continues the run in ``directory``, and so does a snapshot
+    that lies in it; starting afresh, or from a snapshot elsewhere, would
+    prune its snapshots and overwrite its log.
+    """
+    found = run_files(directory)
+    if not found or resume == 'auto':
+        return
+    if resume is not None and os.path.realpath(os.path.dirname(
+            os.path.abspath(resume))) == os.path.realpath(directory):
+        return
+    snapshots = [f for f in found if f.startswith('snapshot_iter_')]
+    newest = sorted(snapshots, key=lambda f: int(f.rsplit('_', 1)[1])
+                    if f.rsplit('_', 1)[1].isdigit() else -1)[-1:]
+    raise HoldsAnotherRun(directory, newest + [f for f in found
+                                               if f not in snapshots])
+
+
+def check_free_space(directory, needed):
+    """Raise :class:`NoSpace` unless ``needed`` bytes fit in ``directory``,
+    and unless a first block can actually be written there (a file system
+    that reports space but has no inode or quota left fails here)."""
+    free = free_bytes(directory)
+    if free < needed:
+        raise NoSpace(directory, free, needed)
+    probe = os.path.join(directory, '.space_test{}'.format(os.getpid()))
+    try:
+        with open(probe, 'wb') as f:
+            f.write(b'\0' * 65536)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise NoSpace(directory, free_bytes(directory), needed)
+        raise
+    finally:
+        if os.path.exists(probe):
+            os.remove(probe)

@@ -1,0 +1,79 @@
+"""extensions.run_directory: the lock, the refusal of another run's
+directory and the free-space check."""
+import fcntl
+import os
+import subprocess
+import sys
+
+import pytest
+
+from extensions import run_directory
+
+
+def test_claim_creates_and_locks_the_directory(tmp_path):
+    out = str(tmp_path / 'new' / 'run')
+    lock = run_directory.claim(out)
+    with open(os.path.join(out, '.lock')) as f:
+        assert f.read().startswith('process {} on '.format(os.getpid()))
+        with pytest.raises(OSError):
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with pytest.raises(run_directory.DirectoryInUse,
+                       match=r'is in use by a running job \(process {} '
+                       .format(os.getpid())):
+        run_directory.claim(out)
+    lock.close()
+    run_directory.claim(out).close()  # free again
+
+
+def test_a_killed_holder_releases_the_lock(tmp_path):
+    out = str(tmp_path)
+    holder = subprocess.Popen(
+        [sys.executable, '-c', 'import sys, time; from extensions import '
+         'run_directory; lock = run_directory.claim(sys.argv[1]); print(1, '
+         'flush=True); time.sleep(60)', out],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=os.path.dirname(os.path.dirname(
+            os.path.dirname(os.path.abspath(__file__)))))
+    assert holder.stdout.readline() == b'1\n', holder.stderr.read()
+    with pytest.raises(run_directory.DirectoryInUse):
+        run_directory.claim(out)
+    holder.kill()
+    holder.wait()
+    run_directory.claim(out).close()
+
+
+@pytest.mark.parametrize('files, resume, refused', [
+    ([], None, False),
+    (['.lock', 'launch.sh', 'job.log', 'hostfile'], None, False),
+    (['log'], None, True),
+    (['snapshot_iter_3', 'snapshot_iter_12', 'log'], None, True),
+    (['snapshot_iter_3'], 'auto', False),
+    (['snapshot_iter_3'], '{here}/snapshot_iter_3', False),
+    (['snapshot_iter_3'], '{elsewhere}/snapshot_iter_9', True),
+])
+def test_another_run_is_refused(tmp_path, files, resume, refused):
+    here, elsewhere = tmp_path / 'here', tmp_path / 'elsewhere'
+    here.mkdir()
+    elsewhere.mkdir()
+    for name in files:
+        (here / name).write_text('')
+    if resume:
+        resume = resume.format(here=here, elsewhere=elsewhere)
+    if not refused:
+        run_directory.check_not_another_run(str(here), resume)
+        return
+    with pytest.raises(run_directory.HoldsAnotherRun) as info:
+        run_directory.check_not_another_run(str(here), resume)
+    newest = [f for f in files if f == 'snapshot_iter_12'] or [
+        f for f in files if f.startswith('snapshot')]
+    assert str(info.value) == '{} holds another run ({})'.format(
+        here, ', '.join(newest + ['log'] * ('log' in files)))
+
+
+def test_free_space(tmp_path):
+    run_directory.check_free_space(str(tmp_path), 1)
+    with pytest.raises(run_directory.NoSpace,
+                       match=r'no space left on its file system \(.* free, '
+                       r'1024\.0 GiB needed\)'):
+        run_directory.check_free_space(str(tmp_path), 2 ** 40)
+    assert os.listdir(str(tmp_path)) == []

@@ -1,0 +1,60 @@
+"""extensions.signal_stop: a signal sets a flag that every worker agrees on
+after the update; a second one ends the process."""
+import os
+import signal
+import subprocess
+import sys
+
+from extensions import signal_stop
+
+
+class OneWorker(object):
+    """A ChainerMN communicator of one worker: its mpi_comm all-reduces."""
+
+    def __init__(self):
+        self.mpi_comm = self
+
+    def allreduce(self, value, op=None):
+        return value
+
+
+class Trainer(object):
+    class updater(object):
+        iteration = 7
+
+
+def test_a_signal_stops_after_the_update(monkeypatch):
+    previous = {n: signal.getsignal(n) for n in signal_stop.SIGNALS}
+    try:
+        stop = signal_stop.SignalStop(OneWorker())
+        trigger = stop.stop_trigger((10, 'iteration'))
+        stop(Trainer)
+        assert not stop.requested(Trainer) and not trigger(Trainer)
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert not stop.requested(Trainer)  # not before the workers agree
+        stop(Trainer)
+        assert stop.requested(Trainer) and trigger(Trainer)
+        assert not trigger.reached
+        assert (stop.signal_name, stop.iteration) == ('SIGUSR1', 7)
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def test_a_second_signal_ends_the_process():
+    code = ('import os, signal, time\n'
+            'from extensions import signal_stop\n'
+            'stop = signal_stop.SignalStop(None)\n'
+            'os.kill(os.getpid(), signal.SIGTERM)\n'
+            'os.kill(os.getpid(), signal.SIGTERM)\n'  # the same, twice
+            'print(stop.received, flush=True)\n'
+            'time.sleep(2.5)\n'
+            'os.kill(os.getpid(), signal.SIGTERM)\n'
+            'time.sleep(5)\n'
+            'print("still here")\n')
+    proc = subprocess.run([sys.executable, '-c', code], capture_output=True,
+                          text=True, timeout=60, cwd=os.path.dirname(
+                              os.path.dirname(os.path.dirname(
+                                  os.path.abspath(__file__)))))
+    assert proc.stdout == '15\n'
+    assert proc.returncode == -signal.SIGTERM
