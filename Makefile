@@ -8,6 +8,9 @@ PY := $(VENV)/bin/python
 MPIEXEC := jobs/mpi_quiet.sh $(VENV)/bin/mpiexec --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root) \
 	-x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1
 DEMO_OUT ?= result/demo
+# The NumPy line of the venv (README.md, "Which NumPy"): NUMPY='numpy<2'
+# for the 1.x line.
+NUMPY ?= numpy>=2
 
 .PHONY: setup demo test clean
 
@@ -19,7 +22,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: setup.py constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	PIP_CONSTRAINT=$(CURDIR)/constraints.txt PIP_BUILD_CONSTRAINT=$(CURDIR)/constraints.txt \
-		$(PY) -m pip install -q -e '.[mpi,test]'
+		$(PY) -m pip install -q -e '.[mpi,test]' '$(NUMPY)'
 	touch $@
 
 # The demo continues the run in DEMO_OUT (or reports it, when finished), so

@@ -7,7 +7,7 @@ setup(
                 '(Akiba, Suzuki & Fukuda, 2017) with Chainer and ChainerMN',
     python_requires='>=3.8',
     packages=find_packages(exclude=['tests', 'tests.*']),
-    py_modules=['cuda_stack', 'errors', 'train_imagenet'],
+    py_modules=['chainer_compat', 'cuda_stack', 'errors', 'train_imagenet'],
     package_data={'datasets': ['demo/*/*/*.jpg']},
     # F16C float16 conversions of the mpi_fp16 ring; optional: without a
     # compiler communicators.half_conversion falls back to NumPy.
@@ -28,11 +28,14 @@ setup(
         # chainer 7.8.1 bundles chainermn; the separate `chainermn`
         # distribution is obsolete and must not be installed.
         'chainer==7.8.1',
-        'numpy>=1.22,<1.24',
+        # 1.x from 1.22 and 2.x: chainer_compat restores what NumPy 2 and
+        # Python 3.12 removed from under Chainer's import.
+        'numpy>=1.22,<3',
         'mpi4py>=3.1',
         'pillow>=9',
-        # PlotReport's PNGs; 3.9 is the last line that supports numpy 1.23.
-        'matplotlib>=3.5,<3.10',
+        # PlotReport's PNGs; pip picks the newest line that supports the
+        # NumPy installed (3.10 on NumPy 1.23, 3.11 on NumPy 2).
+        'matplotlib>=3.5',
         # oneDNN's direct convolutions for the CPU training step, through
         # cpu_engine.onednn; elsewhere the NumPy GEMMs of cpu_engine are used.
         'onednn-cpu-gomp>=2023.2; platform_system == "Linux" and '

@@ -19,6 +19,7 @@ import re
 import sys
 import time
 
+import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
 import cuda_stack
 cuda_stack.preload()  # pip's CUDA libraries, before CuPy loads (docs/gpu.md)
 

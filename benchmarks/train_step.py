@@ -33,6 +33,7 @@ import os
 import tempfile
 import time
 
+import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
 import chainer
 import chainer.functions as F
 import chainer.links as L

@@ -19,6 +19,7 @@ import zipfile
 
 import numpy
 
+import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
 from datasets import image_list
 from datasets.decoding import load_square
 from datasets.transforms import resize_for

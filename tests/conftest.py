@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
 import cuda_stack
 
 # pip's CUDA libraries, before any test imports chainer (docs/gpu.md).

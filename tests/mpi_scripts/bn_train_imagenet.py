@@ -12,6 +12,7 @@ import os
 import runpy
 import sys
 
+import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
 import chainermn
 import numpy
 

@@ -14,6 +14,8 @@ import multiprocessing
 import os
 import sys
 
+import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+
 
 def pair_transform(example, rng):
     return example
