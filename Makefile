@@ -12,7 +12,7 @@ DEMO_OUT ?= result/demo
 # for the 1.x line.
 NUMPY ?= numpy>=2
 
-.PHONY: setup demo test clean
+.PHONY: setup demo test test-numpy1 clean
 
 setup: $(VENV)/.installed
 
@@ -36,8 +36,12 @@ test: setup
 	$(PY) -m flake8
 	$(PY) -m pytest -q tests
 
+# The whole suite on the NumPy 1.x line, in its own venv (.ci/run runs both).
+test-numpy1:
+	$(MAKE) test VENV=.venv-numpy1 NUMPY='numpy<2'
+
 clean:
-	rm -rf $(VENV) result
+	rm -rf $(VENV) .venv-numpy1 result
 
 # The CUDA 12 stack (docs/gpu.md) lives in its own venv, so that the CPU venv
 # carries no GPU wheels. `make test-gpu-stack` needs no GPU: it checks that

@@ -90,6 +90,21 @@ _OPERATORS = {'==': lambda c: c == 0, '!=': lambda c: c != 0,
               '<': lambda c: c < 0, '>': lambda c: c > 0}
 
 
+def satisfies(version, specifier):
+    """Whether ``version`` meets every clause of ``specifier``
+    (``'>=2.0,<2.6'``), by release numbers; ValueError if one is not
+    ``<op><version>``."""
+    release = _release(version)
+    for clause in filter(None, specifier.split(',')):
+        match = _CLAUSE.match(clause)
+        if match is None:
+            raise ValueError('not a version clause: {!r}'.format(clause))
+        op, bound = match.groups()
+        if not _OPERATORS[op](_compare(release, _release(bound))):
+            return False
+    return True
+
+
 def _pkg_resources():
     """A ``pkg_resources`` with what ``chainer._environment_check`` calls."""
     module = types.ModuleType('pkg_resources')
@@ -122,14 +137,8 @@ def _pkg_resources():
             raise ValueError('not a requirement: {!r}'.format(requirement))
         name, specifier = match.groups()
         distribution = get_distribution(name)
-        version = _release(distribution.version)
-        for clause in filter(None, specifier.split(',')):
-            operator = _CLAUSE.match(clause)
-            if operator is None:
-                raise ValueError('not a version clause: {!r}'.format(clause))
-            op, bound = operator.groups()
-            if not _OPERATORS[op](_compare(version, _release(bound))):
-                raise VersionConflict(distribution, requirement)
+        if not satisfies(distribution.version, specifier):
+            raise VersionConflict(distribution, requirement)
         return [distribution]
 
     for value in (ResolutionError, DistributionNotFound, VersionConflict,

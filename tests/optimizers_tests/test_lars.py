@@ -92,3 +92,45 @@ def test_lars_replaces_the_weight_decay_hook(flags, hooks):
     optimizer.setup(Net())
     recipes.add_hooks(optimizer, recipe)
     assert list(optimizer._hookable._pre_update_hooks) == hooks
+
+
+class HostReadCounter(object):
+    """An ``xp`` that is NumPy but counts reads of 0-d results to the host."""
+
+    def __init__(self):
+        self.reads = 0
+        self.float64, self.float32 = numpy.float64, numpy.float32
+        counter = self
+
+        class Scalar(numpy.ndarray):
+            def __float__(self):
+                counter.reads += 1
+                return float(numpy.asarray(self))
+
+            def item(self, *args):
+                counter.reads += 1
+                return numpy.asarray(self).item(*args)
+
+        self.linalg = type('linalg', (), {'norm': staticmethod(
+            lambda a: numpy.asarray(numpy.linalg.norm(a)).view(Scalar))})
+
+    def where(self, *args):
+        return numpy.where(*args)
+
+
+def test_trust_ratio_stays_an_array_on_the_device():
+    # On a GPU every float() of a norm waits for the device; the ratio is
+    # computed from 0-d arrays, and equals the formula.
+    xp = HostReadCounter()
+    rng = numpy.random.RandomState(3)
+    w = rng.randn(5, 4).astype(numpy.float32)
+    g = rng.randn(5, 4).astype(numpy.float32)
+    hook = LARS(trust_coefficient=0.001, weight_decay=1e-4)
+    rate = hook.trust_ratio(xp, w, 8 * g, scale=8.0)
+    assert xp.reads == 0
+    assert isinstance(rate, numpy.ndarray) and rate.shape == ()
+    norm_w = numpy.linalg.norm(w.astype(numpy.float64))
+    norm_g = numpy.linalg.norm(g.astype(numpy.float64))
+    assert float(rate) == pytest.approx(
+        0.001 * norm_w / (norm_g + 1e-4 * norm_w + 1e-9), rel=1e-6)
+    assert float(hook.trust_ratio(xp, w * 1e-4, g)) == 1.0  # threshold
