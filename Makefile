@@ -58,7 +58,7 @@ setup-gpu: $(VENV_GPU)/.installed
 $(VENV_GPU)/.installed: setup.py constraints.txt
 	test -x $(PY_GPU) || $(PYTHON) -m venv $(VENV_GPU)
 	PIP_CONSTRAINT=$(CURDIR)/constraints.txt PIP_BUILD_CONSTRAINT=$(CURDIR)/constraints.txt \
-		$(PY_GPU) -m pip install -q -e '.[gpu,mpi,test]'
+		$(PY_GPU) -m pip install -q -e '.[gpu,mpi,test]' '$(NUMPY)'
 	touch $@
 
 test-gpu-stack: setup-gpu

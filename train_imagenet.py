@@ -307,7 +307,7 @@ def train(args, recipe):
     optimizer = chainermn.create_multi_node_optimizer(
         recipes.create_optimizer(recipe, cpu_kernels), comm)
     optimizer.setup(model)
-    optimizer.add_hook(NonFiniteGradientGuard())
+    optimizer.add_hook(NonFiniteGradientGuard(checked_by=comm))
     recipes.add_hooks(optimizer, recipe, cpu_kernels)
     communicators.broadcast_initial_parameters(optimizer, model, comm)
 

@@ -29,13 +29,27 @@ class NonFiniteGradientGuard(object):
 
     The all-reduced gradients are identical on every worker, so all workers
     raise in the same iteration and none applies the update.
+
+    Args:
+        checked_by: the communicator. One that checks the mean itself
+            (``mpi_fp16``, ``pure_nccl_fp16``) says so with
+            ``checks_non_finite = True`` and raises the same error; the
+            multi-node optimizer runs its mean before every update, so the
+            guard then scans nothing (on a GPU the scan reads every gradient
+            again and waits for the device). Any other communicator, or
+            none: every update is scanned.
     """
 
     name = 'NonFiniteGradientGuard'
     call_for_each_param = False
     timing = 'pre'
 
+    def __init__(self, checked_by=None):
+        self.checked_by = checked_by
+
     def __call__(self, optimizer):
+        if getattr(self.checked_by, 'checks_non_finite', False) is True:
+            return
         params = [(name, p) for name, p in optimizer.target.namedparams()
                   if p.grad is not None]
         if not params:

@@ -69,3 +69,27 @@ def test_parameters_without_gradients_are_skipped():
     guarded(net).update()
     net.cleargrads()
     guarded(net).update()  # no gradient at all: nothing to check
+
+
+class _CheckingCommunicator(object):
+    """What the guard reads of mpi_fp16 and pure_nccl_fp16."""
+    checks_non_finite = True
+
+
+def test_a_mean_the_communicator_checked_is_not_scanned_again():
+    # NaN left in the gradient stands for a scan the guard must not do: the
+    # communicator checked (and would have raised on) the mean.
+    link = chainer.Link()
+    with link.init_scope():
+        link.w = chainer.Parameter(numpy.ones(3, numpy.float32))
+    link.w.grad = numpy.array([1, numpy.nan, 2], numpy.float32)
+    guard = NonFiniteGradientGuard(checked_by=_CheckingCommunicator())
+    optimizer = chainer.optimizers.SGD(lr=0.0)
+    optimizer.setup(link)
+    optimizer.add_hook(guard)
+    optimizer.update()
+    optimizer = chainer.optimizers.SGD(lr=0.0)
+    optimizer.setup(link)
+    optimizer.add_hook(NonFiniteGradientGuard(checked_by=object()))
+    with pytest.raises(errors.NonFiniteGradientError):
+        optimizer.update()
