@@ -1,57 +1,102 @@
 #!/usr/bin/env python
-"""Images/s of one ResNet-50 training step on one GPU, Chainer and PyTorch.
+"""Images/s of the trainer's ResNet-50 step on one GPU, Chainer and PyTorch.
 
     python -m benchmarks.gpu_step [--device 0] [--size 224]
-        [--batchsizes 32 128] [--warmup 5] [--steps 20] [--no-torch]
-        [--json PATH]
+        [--batchsizes 32 128] [--dtypes float32 mixed16] [--warmup 5]
+        [--steps 20] [--no-torch] [--json PATH]
 
-A step is the trainer's: forward, softmax cross-entropy, backward, weight
-decay and the paper's optimizer (RMSprop warm-up at its epoch-0 values,
-``--recipe`` to change), fp32, on random data, with the learning rate at 0
-as in benchmarks/train_step.py, so every step sees the same numbers. The GPU
-is synchronized after every step; the figure is the median images/s of the
-timed steps after the warm-up steps. Where PyTorch with CUDA is importable,
-the same network and update (:func:`benchmarks.train_step.torch_step`) run
-on the same GPU in the same process, and the ratio is printed. Both use
-their defaults for cuDNN: no autotuning, TF32 convolutions allowed on GPUs
-that have them. ``--device -1`` runs on the CPU (Chainer's own functions),
-a check of the script where there is no GPU.
+A step is the trainer's update on one rank: ``MicroBatchUpdater`` runs the
+forward pass with final-batch BN (``FinalBatchNormalization``), the
+label-smoothed loss, the backward pass (with ``mixed16``: float16
+activations and gradients, the dynamic loss scale, float32 masters), the
+communicator's gradient mean (``pure_nccl_fp16`` on one rank; ``naive`` on
+the CPU), ``NonFiniteGradientGuard``, weight decay and the paper's optimizer
+(RMSprop warm-up at its epoch-0 values, ``--recipe`` to change), on random
+data, with the learning rate at 0 as in benchmarks/train_step.py, so every
+step sees the same numbers. The GPU is synchronized after every step; the
+figure is the median images/s of the timed steps after the warm-up steps.
+Where PyTorch with CUDA is importable, the same network and update
+(:func:`benchmarks.train_step.torch_step`, float32, plain BN, no
+communicator) run on the same GPU in the same process, and the float32 rows
+carry the ratio. Both use their defaults for cuDNN: no autotuning, TF32
+convolutions allowed on GPUs that have them. ``--device -1`` runs on the CPU
+(Chainer's own functions), a check of the script where there is no GPU.
 """
 import argparse
+import dataclasses
+import functools
 import json
 import os
 import sys
 import time
 
 import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
 import cuda_stack
 cuda_stack.preload()  # before chainer: pip's CUDA libraries (docs/gpu.md)
 
 import chainer  # NOQA: E402
-import chainer.functions as F  # NOQA: E402
+import chainer.links as L  # NOQA: E402
+import chainermn  # NOQA: E402
 import numpy  # NOQA: E402
 
 from benchmarks import train_step  # NOQA: E402
+import communicators  # NOQA: E402
 import errors  # NOQA: E402
 import models  # NOQA: E402
+from optimizers import NonFiniteGradientGuard  # NOQA: E402
 from optimizers import recipes  # NOQA: E402
+import updaters  # NOQA: E402
 
 
-def chainer_step(device, size, batchsize, recipe):
-    """One training step of ResNet-50 on ``device``, and the optimizer."""
-    model = models.ResNet50()
+class SameBatch(chainer.dataset.Iterator):
+    """Hands the updater the same batch over and over (the converter holds
+    it on the device)."""
+
+    epoch, epoch_detail, is_new_epoch = 0, 0.0, False
+
+    def __next__(self):
+        return None
+
+
+def chainer_step(device, comm, size, batchsize, recipe):
+    """The trainer's update on ``device`` as a closure, and the optimizer.
+
+    Built as train_imagenet.py builds it, with the learning rate at 0.
+    """
+    mixed16 = recipe.dtype == 'mixed16'
+    with chainer.using_config('dtype', chainer.mixed16 if mixed16
+                              else numpy.float32):
+        predictor = models.ResNet50(norm=models.FinalBatchNormalization)
+        if mixed16:
+            predictor = models.MixedPrecision(predictor)
+        model = L.Classifier(predictor, lossfun=functools.partial(
+            models.label_smoothed_cross_entropy, eps=recipe.label_smoothing))
     model.to_device(device)
-    optimizer = train_step.frozen_optimizer(model, recipe, batchsize)
+    actual = recipes.create_optimizer(recipe)
+    for attr, schedule in recipes.hyperparameter_schedules(
+            recipe, batchsize).items():
+        setattr(actual, attr, schedule(0.0))
+    actual.lr = 0
+    optimizer = chainermn.create_multi_node_optimizer(actual, comm)
+    optimizer.setup(model)
+    optimizer.add_hook(NonFiniteGradientGuard(checked_by=comm))
+    recipes.add_hooks(optimizer, recipe)
     rng = numpy.random.RandomState(1)
     x = device.send(rng.randn(batchsize, 3, size, size).astype(numpy.float32))
     t = device.send(rng.randint(0, 1000, batchsize).astype(numpy.int32))
+    updater = updaters.MicroBatchUpdater(
+        SameBatch(), optimizer, lambda batch, device: (x, t), device, 1,
+        'stop', recipes.create_loss_scale(recipe))
 
-    def loss(x, t):
-        return F.softmax_cross_entropy(model(x), t)
+    reporter = chainer.Reporter()  # what the updater reports goes here
+    reporter.add_observer('main', model)
 
     def step():
-        optimizer.update(loss, x, t)
-    return step, optimizer
+        with chainer.using_config('dtype', chainer.mixed16 if mixed16
+                                  else numpy.float32), reporter.scope({}):
+            updater.update()
+    return step, actual
 
 
 def images_per_s(step, synchronize, batchsize, warmup, steps):
@@ -81,48 +126,56 @@ def torch_device(device_id, no_torch):
 
 
 def benchmark(args):
-    """Figures of every batch size, as a dict (also printed)."""
+    """Figures of every dtype and batch size, as a dict (also printed)."""
     if args.device < 0:
         device = chainer.get_device('@numpy')
         name, synchronize = 'CPU', (lambda: None)
+        comm = communicators.create_communicator('naive', gpu=False)
     else:
         device = chainer.get_device('@cupy:{}'.format(args.device))
         device.use()
         name, synchronize = (cuda_stack.stack_line(args.device),
                              device.device.synchronize)
+        comm = communicators.create_communicator('pure_nccl', 'float16')
     tdevice = torch_device(args.device, args.no_torch)
     torch = train_step.torch
     result = {'device': name, 'size': args.size, 'warmup': args.warmup,
               'steps': args.steps, 'recipe': args.recipe.optimizer,
               'weight_decay': args.recipe.weight_decay,
+              'communicator': type(comm).__name__,
               'pytorch': torch.__version__ if tdevice else None,
               'rows': []}
     print(name)
-    for batchsize in args.batchsizes:
-        step, optimizer = chainer_step(device, args.size, batchsize,
-                                       args.recipe)
-        row = {'batchsize': batchsize, 'chainer': images_per_s(
-            step, synchronize, batchsize, args.warmup, args.steps)}
-        del step
-        if tdevice is not None:
-            tstep = train_step.torch_step(args.size, batchsize, optimizer,
-                                          args.recipe, tdevice)
-            tsync = (torch.cuda.synchronize if tdevice.type == 'cuda'
-                     else (lambda: None))
-            row['pytorch'] = images_per_s(tstep, tsync, batchsize,
-                                          args.warmup, args.steps)
-            row['chainer/pytorch'] = row['chainer'] / row['pytorch']
-            del tstep
-        print('  {}x{} px, batch {:4d}: Chainer {:8.1f} images/s{}'.format(
-            args.size, args.size, batchsize, row['chainer'],
-            '' if 'pytorch' not in row else
-            ', PyTorch {:8.1f} images/s, Chainer/PyTorch {:.2f}'.format(
-                row['pytorch'], row['chainer/pytorch'])))
-        result['rows'].append(row)
-        if args.device >= 0:
-            device.xp.get_default_memory_pool().free_all_blocks()
-            if tdevice is not None:
-                torch.cuda.empty_cache()
+    for dtype in args.dtypes:
+        recipe = dataclasses.replace(args.recipe, dtype=dtype, **(
+            recipes.MIXED16_DEFAULTS if dtype == 'mixed16' else
+            dict(loss_scale=None, loss_scale_interval=None)))
+        for batchsize in args.batchsizes:
+            step, optimizer = chainer_step(device, comm, args.size,
+                                           batchsize, recipe)
+            row = {'dtype': dtype, 'batchsize': batchsize,
+                   'chainer': images_per_s(step, synchronize, batchsize,
+                                           args.warmup, args.steps)}
+            del step
+            if tdevice is not None and dtype == 'float32':
+                tstep = train_step.torch_step(args.size, batchsize, optimizer,
+                                              recipe, tdevice)
+                tsync = (torch.cuda.synchronize if tdevice.type == 'cuda'
+                         else (lambda: None))
+                row['pytorch'] = images_per_s(tstep, tsync, batchsize,
+                                              args.warmup, args.steps)
+                row['chainer/pytorch'] = row['chainer'] / row['pytorch']
+                del tstep
+            print('  {}x{} px, {:7s}, batch {:4d}: Chainer {:8.1f} images/s{}'
+                  .format(args.size, args.size, dtype, batchsize,
+                          row['chainer'], '' if 'pytorch' not in row else
+                          ', PyTorch {:8.1f} images/s, Chainer/PyTorch {:.2f}'
+                          .format(row['pytorch'], row['chainer/pytorch'])))
+            result['rows'].append(row)
+            if args.device >= 0:
+                device.xp.get_default_memory_pool().free_all_blocks()
+                if tdevice is not None:
+                    torch.cuda.empty_cache()
     return result
 
 
@@ -137,6 +190,9 @@ def parse_args(argv=None):
     parser.add_argument('--batchsizes', '-b', type=int, nargs='+',
                         default=[32, 128],
                         help='per-GPU batch sizes (default: 32 128)')
+    parser.add_argument('--dtypes', nargs='+', default=['float32'],
+                        choices=recipes.DTYPES,
+                        help='float32 and/or mixed16 (default: float32)')
     parser.add_argument('--warmup', type=int, default=5,
                         help='untimed steps first (default: 5)')
     parser.add_argument('--steps', type=int, default=20,
@@ -169,7 +225,7 @@ def main(argv=None):
     args = parse_args(argv)
     if args.device >= 0:
         try:
-            cuda_stack.check()
+            cuda_stack.check(allow_no_cudnn=True)
         except errors.InputError as e:
             print('gpu_step: --device {}: {}'.format(args.device, e),
                   file=sys.stderr)

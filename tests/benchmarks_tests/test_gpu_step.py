@@ -11,7 +11,7 @@ def test_cpu_run_writes_the_figures(tmp_path):
     proc = subprocess.run(
         [sys.executable, '-m', 'benchmarks.gpu_step', '--device', '-1',
          '--size', '32', '--batchsizes', '2', '--warmup', '0', '--steps', '1',
-         '--no-torch', '--json', path],
+         '--dtypes', 'float32', 'mixed16', '--no-torch', '--json', path],
         cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     with open(path) as f:
@@ -20,8 +20,10 @@ def test_cpu_run_writes_the_figures(tmp_path):
         'CPU', 32, None)
     assert figures['recipe'] == 'rmsprop-warmup'
     assert figures['weight_decay'] > 0
-    [row] = figures['rows']
-    assert row['batchsize'] == 2 and row['chainer'] > 0
+    assert figures['communicator'] == 'NaiveCommunicator'
+    assert [(row['dtype'], row['batchsize']) for row in figures['rows']] == [
+        ('float32', 2), ('mixed16', 2)]
+    assert all(row['chainer'] > 0 for row in figures['rows'])
     assert 'images/s' in proc.stdout
 
 
