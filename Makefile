@@ -65,5 +65,24 @@ test-gpu-stack: setup-gpu
 	$(PY_GPU) -m pytest -q -rs tests/gpu/test_gpu_stack.py
 
 # TORCH=1 also installs PyTorch 2.3.1 (+1.4 GB) for the step's comparison.
+# OFFLINE=1 installs nothing and checks $(PYTHON) as it is (docs/gpu.md).
 gpu-check:
-	$(PYTHON) benchmarks/gpu_check.py --venv $(VENV_GPU) $(if $(filter 1,$(TORCH)),--torch)
+	$(PYTHON) benchmarks/gpu_check.py $(if $(filter 1,$(OFFLINE)),--python $(PYTHON),--venv $(VENV_GPU) $(if $(filter 1,$(TORCH)),--torch))
+
+# What an offline GPU machine with Python, NumPy 2, CuPy, PyTorch and mpi4py
+# lacks, as wheels in one folder (docs/gpu.md): Chainer 7.8.1 and this
+# project built by $(PYTHON) (use the GPU machine's Python version), and
+# the wheels of Chainer's, Pillow's, matplotlib's and pytest's requirements
+# for that version, less NumPy and what PyTorch brings. Not oneDNN (39 MB):
+# the project's wheel goes in with --no-deps, and GPUs do not use it.
+WHEELHOUSE ?= wheelhouse
+WHEELS_HAVE := numpy setuptools filelock typing_extensions
+.PHONY: wheels
+wheels:
+	rm -rf $(WHEELHOUSE) && mkdir -p $(WHEELHOUSE)
+	PIP_CONSTRAINT=$(CURDIR)/constraints.txt PIP_BUILD_CONSTRAINT=$(CURDIR)/constraints.txt \
+		$(PYTHON) -m pip wheel -q --no-deps -w $(WHEELHOUSE) chainer==7.8.1 .
+	$(PYTHON) -m pip download -q --only-binary=:all: -d $(WHEELHOUSE) \
+		protobuf six pillow 'matplotlib>=3.5' pytest
+	cd $(WHEELHOUSE) && for name in $(WHEELS_HAVE); do rm -f $$name-*.whl; done
+	du -sh $(WHEELHOUSE)

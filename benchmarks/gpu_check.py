@@ -44,8 +44,8 @@ OFFLINE_BUDGET = [('requirements', 10), ('stack', 30), ('tests', 140),
 TORCH_SECONDS = 150
 BENCHMARK = ['--size', '224', '--batchsizes', '32', '128',
              '--dtypes', 'float32', 'mixed16', '--warmup', '3', '--steps', '10']
-WHEELS = ('pip install --no-index --find-links wheelhouse '
-          'chainer-largebatch-resnet50 (make wheels; docs/gpu.md)')
+WHEELS = ('pip install --no-index --find-links wheelhouse chainer==7.8.1 '
+          'pillow matplotlib pytest (make wheels; docs/gpu.md)')
 # What the check imports: (module, what it is, how to get it); None: it
 # runs without it.
 REQUIREMENTS = [
@@ -77,8 +77,10 @@ def run(name, argv, deadline, report):
     """Run ``argv`` in the repository until ``deadline``; record it."""
     start = time.time()
     timeout = max(1., deadline - start)
-    print('== {} (at most {:.0f} s): {}'.format(name, timeout,
-                                                ' '.join(argv)), flush=True)
+    command = ' '.join(argv).replace('\n', ' ')
+    print('== {} (at most {:.0f} s): {}'.format(
+        name, timeout, command if len(command) < 160 else
+        command[:150] + ' ...'), flush=True)
     # A session of its own: on timeout the whole group goes, not just the
     # child (pytest would leave its mpiexec and the ranks running).
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE,
