@@ -31,7 +31,6 @@ import sys
 import time
 
 import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
 import cuda_stack
 cuda_stack.preload()  # before chainer: pip's CUDA libraries (docs/gpu.md)
 

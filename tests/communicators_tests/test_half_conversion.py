@@ -214,7 +214,8 @@ def test_portable_loops_bit_exact():
     env['PYTHONPATH'] = REPO + os.pathsep + env.get('PYTHONPATH', '')
     check = subprocess.run(
         [sys.executable, '-c',
-         'from communicators import _half; assert not _half.uses_f16c'],
+         'import chainer_compat; from communicators import _half; '
+         'assert not _half.uses_f16c'],
         cwd=REPO, env=env)
     assert check.returncode == 0
     proc = subprocess.run(

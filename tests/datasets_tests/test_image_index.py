@@ -127,6 +127,7 @@ def test_empty_index():
 
 def test_exit_without_cleanup_leaves_no_segment():
     code = '\n'.join([
+        'import chainer_compat',
         'import multiprocessing, pickle',
         'from datasets.image_index import ImageIndex',
         'index = ImageIndex("/r", [("a.jpg", 1)] * 1000)',

@@ -6,6 +6,7 @@ import chainer.functions as F
 import numpy
 
 import gpu_marks
+from models import MixedPrecision
 from models import ResNet50
 
 pytestmark = gpu_marks.GPU
@@ -44,3 +45,31 @@ def test_loss_and_gradients_match_the_cpu():
         cosine = a.dot(b) / (numpy.linalg.norm(a) * norm)
         assert cosine > 0.99, (name, cosine)
         assert abs(numpy.linalg.norm(a) / norm - 1) < 0.05, name
+
+
+def test_mixed16_loss_and_gradients_follow_float32():
+    # --dtype mixed16 on the GPU: float16 weights, activations and
+    # gradients through cuDNN, against the float32 model on the CPU with the
+    # same initial weights (float16 rounding: compared by direction).
+    rng = numpy.random.RandomState(1)
+    with chainer.using_config('dtype', chainer.mixed16):
+        half = MixedPrecision(ResNet50(10, width=0.25))
+    full = ResNet50(10, width=0.25)
+    weights = dict(half.network.namedparams())
+    for name, param in full.namedparams():
+        param.array[...] = weights[name].array.astype(param.dtype)
+    x = rng.standard_normal((8, 3, 64, 64)).astype(numpy.float32)
+    t = rng.randint(0, 10, 8).astype(numpy.int32)
+    with chainer.using_config('dtype', chainer.mixed16):
+        gpu_loss, gpu = forward_backward(half, chainer.get_device('@cupy:0'),
+                                         x, t)
+    cpu_loss, cpu = forward_backward(full, chainer.get_device('@numpy'), x, t)
+    assert abs(gpu_loss - cpu_loss) <= 5e-2 * abs(cpu_loss)
+    assert set(gpu) == {'/network' + name for name in cpu}
+    for name, g in cpu.items():
+        a = gpu['/network' + name].ravel().astype(numpy.float64)
+        b = g.ravel().astype(numpy.float64)
+        assert numpy.isfinite(a).all(), name
+        if numpy.linalg.norm(b) > 1e-3:
+            cosine = a.dot(b) / (numpy.linalg.norm(a) * numpy.linalg.norm(b))
+            assert cosine > 0.9, (name, cosine)
