@@ -79,6 +79,13 @@ def parse_args(argv):
     add('--gpu', '-g', action='store_true', help='GPU = intra-node rank')
     add('--allow-no-cudnn', action='store_true',
         help='train on GPUs without cuDNN (many times slower)')
+    add('--cudnn-autotune', action=argparse.BooleanOptionalAction,
+        default=cuda_stack.CUDNN_AUTOTUNE,
+        help='time cuDNN\'s convolution algorithms per shape, keep the '
+        'fastest (default: on)')
+    add('--cudnn-workspace', type=int, default=cuda_stack.CUDNN_WORKSPACE_MIB,
+        metavar='MIB', help='cuDNN workspace per convolution, MiB '
+        '(default: %(default)s)')
     add('--out', '-o', default='result', help='output directory')
     add('--resume', '-r', help='snapshot to resume from, or "auto"')
     add('--seed', type=int, default=0, help='seed of init, order and crops')
@@ -119,6 +126,7 @@ def check_args(args):
         ('crop_size', args.crop_size <= args.resize,
          'at most --resize ({})'.format(args.resize)),
         ('loaderjob', args.loaderjob >= 0, 'non-negative'),
+        ('cudnn_workspace', args.cudnn_workspace >= 0, 'non-negative'),
         ('seed', 0 <= args.seed < 2 ** 32, 'in [0, 2**32)'),
         ('device', _DEVICE.match(args.device),
          '@cupy:N, @numpy or -1 (CPU)')]
@@ -222,8 +230,10 @@ def train(args, recipe):
     device = chainer.get_device(
         '@cupy:{}'.format(comm.intra_rank) if args.gpu else args.device)
     device.use()
-    if on_gpu and comm.rank == 0:
-        print(cuda_stack.stack_line(device.device.id))
+    if on_gpu:
+        cuda_stack.configure_cudnn(args.cudnn_autotune, args.cudnn_workspace)
+        if comm.rank == 0:
+            print(cuda_stack.stack_line(device.device.id))
     # The CPU engine's layers and update kernels on NumPy, Chainer's on GPUs
     layers, cpu_kernels = models.chainer_layers, None
     if device.xp is numpy:

@@ -18,9 +18,11 @@ figure is the median images/s of the timed steps after the warm-up steps.
 Where PyTorch with CUDA is importable, the same network and update
 (:func:`benchmarks.train_step.torch_step`, float32, plain BN, no
 communicator) run on the same GPU in the same process, and the float32 rows
-carry the ratio. Both use their defaults for cuDNN: no autotuning, TF32
-convolutions allowed on GPUs that have them. ``--device -1`` runs on the CPU
-(Chainer's own functions), a check of the script where there is no GPU.
+carry the ratio. Both autotune cuDNN (Chainer as the trainer sets it,
+:func:`cuda_stack.configure_cudnn`; PyTorch with ``cudnn.benchmark``), with
+TF32 convolutions allowed on GPUs that have them. ``--device -1`` runs on
+the CPU (Chainer's own functions), a check of the script where there is no
+GPU.
 """
 import argparse
 import dataclasses
@@ -121,6 +123,7 @@ def torch_device(device_id, no_torch):
         return torch.device('cpu')
     if not torch.cuda.is_available():
         return None
+    torch.backends.cudnn.benchmark = True  # as Chainer's autotune
     return torch.device('cuda', device_id)
 
 
@@ -133,6 +136,7 @@ def benchmark(args):
     else:
         device = chainer.get_device('@cupy:{}'.format(args.device))
         device.use()
+        cuda_stack.configure_cudnn()
         name, synchronize = (cuda_stack.stack_line(args.device),
                              device.device.synchronize)
         comm = communicators.create_communicator('pure_nccl', 'float16')

@@ -243,3 +243,17 @@ def test_module_run_prints_one_line_and_exits_2_without_cupy():
     assert proc.returncode == 2 and proc.stdout == ''
     assert proc.stderr.startswith('cuda_stack: CuPy is not installed')
     assert proc.stderr.count('\n') == 1
+
+
+def test_configure_cudnn_sets_autotune_and_the_workspace(monkeypatch):
+    # Chainer keeps the workspace size in cuDNN (a no-op without it).
+    import chainer
+    workspace = []
+    monkeypatch.setattr(cuda, 'set_max_workspace_size', workspace.append)
+    monkeypatch.setattr(cuda, 'get_max_workspace_size',
+                        lambda: workspace[-1])
+    monkeypatch.setattr(chainer.global_config, 'autotune', False)
+    assert cuda_stack.configure_cudnn() == (True, 512 * 2 ** 20)
+    assert chainer.config.autotune is True
+    assert cuda_stack.configure_cudnn(False, 0) == (False, 0)
+    assert chainer.config.autotune is False
