@@ -129,6 +129,8 @@ def test_exit_without_cleanup_leaves_no_segment():
     code = '\n'.join([
         'import chainer_compat',
         'import multiprocessing, pickle',
+        # the forkserver's children import Chainer: chainer_compat first
+        'multiprocessing.set_forkserver_preload(["chainer_compat"])',
         'from datasets.image_index import ImageIndex',
         'index = ImageIndex("/r", [("a.jpg", 1)] * 1000)',
         'ctx = multiprocessing.get_context("forkserver")',
