@@ -18,8 +18,10 @@ setup: $(VENV)/.installed
 
 # chainer 7.8.1 builds from its sdist, whose setup.py needs setuptools<70:
 # older pips read PIP_CONSTRAINT in the build environment, newer ones
-# PIP_BUILD_CONSTRAINT.
-$(VENV)/.installed: setup.py constraints.txt
+# PIP_BUILD_CONSTRAINT. The C extensions are built at install: a changed
+# source reinstalls.
+$(VENV)/.installed: setup.py constraints.txt communicators/_half.c \
+		cpu_engine/_kernels.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	PIP_CONSTRAINT=$(CURDIR)/constraints.txt PIP_BUILD_CONSTRAINT=$(CURDIR)/constraints.txt \
 		$(PY) -m pip install -q -e '.[mpi,test]' '$(NUMPY)'

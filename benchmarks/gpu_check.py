@@ -43,7 +43,8 @@ OFFLINE_BUDGET = [('requirements', 10), ('stack', 30), ('tests', 140),
                   ('benchmark', 300)]
 TORCH_SECONDS = 150
 BENCHMARK = ['--size', '224', '--batchsizes', '32', '128',
-             '--dtypes', 'float32', 'mixed16', '--warmup', '3', '--steps', '10']
+             '--dtypes', 'float32', 'mixed16', '--warmup', '3',
+             '--steps', '10']
 WHEELS = ('pip install --no-index --find-links wheelhouse chainer==7.8.1 '
           'pillow matplotlib pytest (make wheels; docs/gpu.md)')
 # What the check imports: (module, what it is, how to get it); None: it
