@@ -82,10 +82,18 @@ class FakeWorld(object):
 
 @pytest.fixture
 def world(monkeypatch):
-    """Rank 0 of the job, with the script's name as sys.argv[0]."""
+    """Rank 0 of the job, with the script's name as sys.argv[0]. What an
+    aborting process releases is recorded, not released: running the exit
+    finalizers would switch off every later finalizer of the test
+    process."""
     monkeypatch.setattr(sys, 'argv', ['/opt/job/train_imagenet.py'])
     fake = FakeWorld(0)
+    fake.released = 0
+
+    def release():
+        fake.released += 1
     monkeypatch.setattr(failures, '_world', lambda: fake)
+    monkeypatch.setattr(failures, '_release_local_resources', release)
     return fake
 
 
@@ -110,7 +118,7 @@ def test_bad_input_of_the_job_exits_2_reported_once(world, capsys, rank):
     assert stderr_lines(capsys) == (
         ['train_imagenet.py: error: --seed must be non-negative']
         if rank == 0 else [])
-    assert world.aborted is None
+    assert world.aborted is None and world.released == 0
 
 
 def test_bad_input_of_one_worker_aborts_with_2(world, capsys):
@@ -118,7 +126,7 @@ def test_bad_input_of_one_worker_aborts_with_2(world, capsys):
     with pytest.raises(Aborted):
         with failures.ending_the_job('out'):
             raise InputError('a.jpg: cannot be decoded')
-    assert world.aborted == 2
+    assert world.aborted == 2 and world.released == 1
     assert stderr_lines(capsys) == [
         'train_imagenet.py: error: worker 3: a.jpg: cannot be decoded']
 
@@ -139,7 +147,7 @@ def test_anything_else_prints_the_traceback_and_aborts_with_1(world, capsys):
     with pytest.raises(Aborted):
         with failures.ending_the_job('out'):
             raise ZeroDivisionError('a bug')
-    assert world.aborted == 1
+    assert world.aborted == 1 and world.released == 1
     err = capsys.readouterr().err
     assert err.startswith('Traceback')
     assert err.rstrip().endswith('ZeroDivisionError: a bug')
