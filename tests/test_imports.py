@@ -10,6 +10,7 @@ PACKAGES = ('models', 'optimizers', 'extensions', 'communicators',
 
 LOADED = '''
 import sys
+import chainer_compat  # before chainer, as every entry point
 import {modules}
 engine = sorted(m for m in sys.modules
                 if m == 'cpu_engine' or m.startswith('cpu_engine.'))

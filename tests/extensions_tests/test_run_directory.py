@@ -28,9 +28,9 @@ def test_claim_creates_and_locks_the_directory(tmp_path):
 def test_a_killed_holder_releases_the_lock(tmp_path):
     out = str(tmp_path)
     holder = subprocess.Popen(
-        [sys.executable, '-c', 'import sys, time; from extensions import '
-         'run_directory; lock = run_directory.claim(sys.argv[1]); print(1, '
-         'flush=True); time.sleep(60)', out],
+        [sys.executable, '-c', 'import sys, time, chainer_compat; from '
+         'extensions import run_directory; lock = run_directory.claim('
+         'sys.argv[1]); print(1, flush=True); time.sleep(60)', out],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         cwd=os.path.dirname(os.path.dirname(
             os.path.dirname(os.path.abspath(__file__)))))

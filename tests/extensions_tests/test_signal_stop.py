@@ -43,6 +43,7 @@ def test_a_signal_stops_after_the_update(monkeypatch):
 
 def test_a_second_signal_ends_the_process():
     code = ('import os, signal, time\n'
+            'import chainer_compat\n'
             'from extensions import signal_stop\n'
             'stop = signal_stop.SignalStop(None)\n'
             'os.kill(os.getpid(), signal.SIGTERM)\n'
