@@ -20,6 +20,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), 'mpiexec')
 
 
+#: What mpiexec prints when it could not start, before any rank ran.
+LAUNCH_FAILED = "The PMIx server's listener thread failed to start"
+
+
 def mpi_command(n, args):
     """The argv that runs ``python args...`` on ``n`` MPI processes."""
     cmd = [MPIEXEC, '--oversubscribe', '-n', str(n)]
@@ -38,8 +42,14 @@ def run_mpi(n, args, timeout=180, cwd=REPO, env=None, check=True):
     full_env = dict(os.environ, OMP_NUM_THREADS='1', OPENBLAS_NUM_THREADS='1',
                     PYTHONPATH=REPO)
     full_env.update(env or {})
-    proc = subprocess.run(mpi_command(n, args), cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    for _ in range(2):
+        proc = subprocess.run(mpi_command(n, args), cwd=cwd, env=full_env,
+                              capture_output=True, text=True,
+                              timeout=timeout)
+        # Open MPI's launcher occasionally fails to start its PMIx server
+        # before any rank runs; that launch is tried once more.
+        if LAUNCH_FAILED not in proc.stderr:
+            break
     if check and proc.returncode != 0:
         pytest.fail('mpiexec -n {} {} exited {}\n--- stdout\n{}\n'
                     '--- stderr\n{}'.format(
