@@ -19,9 +19,13 @@
 # trainer's "nodes: ..." line, and exit status 1 (Open MPI's launcher exits
 # 0 there):
 #
-#     error: node node2 lost (ranks 2-3): no answer from it, so Open MPI ended the job No setting of Open MPI 5 (PRRTE 3)
-# turns these reports off: its launcher prints them unconditionally, and
-# error-nonzero-status=false also zeroes the exit status.
+#     error: node node2 lost (ranks 2-3): no answer from it, so Open MPI ended the job
+#
+# The PMIx server's "PMIX ERROR: PMIX_ERR_UNREACH" lines, which it prints
+# when a process it served has gone (after an abort), are dropped too.
+# No setting of Open MPI 5 (PRRTE 3) turns these reports off: its launcher
+# prints them unconditionally, and error-nonzero-status=false also zeroes the
+# exit status.
 set -euo pipefail
 
 # Open MPI draws its boxes with lines of 74 dashes (one space before them
@@ -84,6 +88,7 @@ dropped && !/[[:graph:]]/ { next }   # the blank (or NUL) line after one
 /^slurmstepd(-[^ ]+)?: error: \*\*\* STEP [0-9.]+ ON [^ ]+ CANCELLED AT [^ ]+ \*\*\*$/ {
     next
 }
+/^\[[^]]+\] PMIX ERROR: PMIX_ERR_UNREACH / { next }
 /^nodes: / { nodes = substr($0, 8) }
 { dropped = 0; print; fflush() }
 END {

@@ -370,6 +370,14 @@ def test_quiet_names_a_lost_node_and_its_ranks():
         'ended the job']
 
 
+def test_the_pmix_servers_unreach_lines_are_dropped():
+    text = (ERROR_LINE + '\n[vm:14072] PMIX ERROR: PMIX_ERR_UNREACH in file '
+            'pmix_server.c at line 3146\n[vm:1] PMIX ERROR: other\n')
+    proc = subprocess.run([os.path.join(JOBS, 'mpi_quiet.sh')], input=text,
+                          capture_output=True, text=True, timeout=10)
+    assert proc.stdout.splitlines() == [ERROR_LINE, '[vm:1] PMIX ERROR: other']
+
+
 @pytest.mark.parametrize('script', [ABORT, EXIT], ids=['abort', 'exit'])
 def test_failed_mpi_job_ends_with_its_error_line(tmp_path, script):
     path = tmp_path / 'fail.py'
