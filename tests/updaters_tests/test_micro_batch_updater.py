@@ -69,10 +69,9 @@ def grads_by_backward_accumulation(examples, batch):
     return {name: param.grad for name, param in model.namedparams()}
 
 
-@pytest.mark.parametrize('micro_batches', [1, MICRO_BATCHES])
-def test_gradients_are_the_sums_chainer_would_accumulate(micro_batches):
-    batch = 4
-    examples = data(batch * micro_batches)
+def recorded_update(examples, batch, **updater_options):
+    """One update of a fresh model by the micro-batch updater over
+    ``examples``; the gradients the optimizer saw."""
     model = make_model()
     optimizer = chainer.optimizers.SGD(lr=0.1)
     optimizer.setup(model)
@@ -82,8 +81,16 @@ def test_gradients_are_the_sums_chainer_would_accumulate(micro_batches):
                                                 shuffle=False)
     updater = updaters.MicroBatchUpdater(
         iterator, optimizer, chainer.dataset.concat_examples, -1,
-        micro_batches=micro_batches)
+        **updater_options)
     update(updater, model)
+    return record
+
+
+@pytest.mark.parametrize('micro_batches', [1, MICRO_BATCHES])
+def test_gradients_are_the_sums_chainer_would_accumulate(micro_batches):
+    batch = 4
+    examples = data(batch * micro_batches)
+    record = recorded_update(examples, batch, micro_batches=micro_batches)
     expected = grads_by_backward_accumulation(examples, batch)
     assert record.grads.keys() == expected.keys()
     for name, grad in expected.items():
@@ -99,17 +106,8 @@ def test_gradients_are_the_sums_chainer_would_accumulate(micro_batches):
 def test_rounded_workers_round_each_micro_batch_as_a_float16_worker():
     batch, workers = 4, 2 * MICRO_BATCHES
     examples = data(batch * MICRO_BATCHES)
-    model = make_model()
-    optimizer = chainer.optimizers.SGD(lr=0.1)
-    optimizer.setup(model)
-    record = GradientRecord()
-    optimizer.add_hook(record)
-    iterator = chainer.iterators.SerialIterator(examples, batch,
-                                                shuffle=False)
-    updater = updaters.MicroBatchUpdater(
-        iterator, optimizer, chainer.dataset.concat_examples, -1,
-        micro_batches=MICRO_BATCHES, rounded_workers=workers)
-    update(updater, model)
+    record = recorded_update(examples, batch, micro_batches=MICRO_BATCHES,
+                             rounded_workers=workers)
     # each micro-batch's gradient on its own, rounded, then summed
     reference = make_model()
     expected, unrounded = {}, {}
