@@ -1,6 +1,6 @@
 """Runs (or continues) the study and regenerates its page.
 
-    python -m studies.paper_regime_study [--jobs 2] [--quick]
+    python -m studies.paper_regime_study [--jobs 2] [--quick] [--stage S]
     python -m studies.paper_regime_study --report-only
     python -m studies.paper_regime_study --park
 """
@@ -13,6 +13,7 @@ import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
 from studies import paper_regime_study
 from studies.paper_regime_study.regime import FULL
 from studies.paper_regime_study.regime import QUICK
+from studies.paper_regime_study.regime import STAGES
 from studies.paper_regime_study.report import write_page
 from studies.paper_regime_study.runner import all_runs
 from studies.paper_regime_study.runner import check_plan
@@ -45,6 +46,11 @@ def parse_args(argv=None):
     parser.add_argument('--quick', action='store_true',
                         help='a few iterations of every run, one seed, on a '
                              'tiny subset')
+    parser.add_argument('--stage', action='append', choices=STAGES,
+                        dest='stages',
+                        help='train only the runs of this stage (again for '
+                             'more stages; default: all, in order); each '
+                             'stage can have its own --trainer')
     parser.add_argument('--jobs', type=int, default=1,
                         help='runs trained at the same time (default 1)')
     parser.add_argument('--idx-dir', default=make_demo.IDX_DIR,
@@ -83,7 +89,7 @@ def main(argv=None):
     def on_result():  # the page code as it is now, not as it was at start
         subprocess.call(report, cwd=REPO)
     run_study(plan, args.out, args.results, args.trainer, args.jobs,
-              args.idx_dir, on_result)
+              args.idx_dir, on_result, tuple(args.stages or STAGES))
     write_page(plan, args.results, args.page)
     print('wrote', args.page)
 

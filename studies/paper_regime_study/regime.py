@@ -121,6 +121,16 @@ CONFIGS += [
     with_zero_init(CONFIG['reference'], 'reference with zero-init')]
 CONFIG.update((c.name, c) for c in CONFIGS[-2:])
 
+# Not in CONFIGS (the study's runs): the fp16 ablation again, on
+# akiba2017-zero-init, whose seeds spread less than akiba2017's, with a
+# float16 all-reduce that scales each parameter and rounds every virtual
+# worker's gradient; see fp16_rerun_runs.
+CONFIG['akiba2017-zero-init-fp32-allreduce'] = Config(
+    'akiba2017-zero-init-fp32-allreduce',
+    'akiba2017 with zero-init and a float32 all-reduce',
+    CONFIG['akiba2017-zero-init'].flags + ['--allreduce-dtype', 'float32'],
+    False, False, ablates='akiba2017-zero-init')
+
 
 def baseline(config):
     """The reference ``config`` is read against: the one with the same
@@ -138,14 +148,21 @@ def ablated(config):
     return None if config.ablates is None else CONFIG[config.ablates]
 
 
+#: The stages, roughly in the order they train (the plateau runs follow
+#: the study's seed 0); the first three lay every schedule out on the
+#: run's epochs (the compressed study).
+STAGES = ('lr-sweep', 'study', 'plateau', 'fp16-rerun', 'handover',
+          'paper-schedule')
+COMPRESSED_STAGES = STAGES[:3]
+
+
 class Run(collections.namedtuple('Run', [
         'name', 'config', 'k', 'seed', 'lr', 'epochs', 'stage',
         'val_interval', 'scaled', 'iterations'], defaults=(True, None))):
     """One training run: ``k`` x ``b_ref`` images per step at base lr
     ``lr`` for ``epochs``, validating every ``val_interval`` epochs;
-    ``stage`` is 'lr-sweep', 'study', 'plateau', 'paper-schedule' or
-    'handover'. ``scaled`` lays the schedules out on ``epochs``
-    (``--scale-schedule``) instead of the paper's 90; a run with
+    ``stage`` is one of ``STAGES``. ``scaled`` lays the schedules out on
+    ``epochs`` (``--scale-schedule``) instead of the paper's 90; a run with
     ``iterations`` stops after them and logs every update."""
 
     def total(self, plan):
@@ -194,6 +211,27 @@ def study_runs(plan, lr_ref):
         if seed < plan.sweep_seeds:
             runs += [run(config, k, seed) for k in plan.sweep_ks
                      for config in CONFIGS if config.swept]
+    return runs
+
+
+#: The pair of the fp16 rerun: akiba2017-zero-init with the float16
+#: all-reduce, and without it.
+FP16_RERUN_CONFIGS = ('akiba2017-zero-init',
+                      'akiba2017-zero-init-fp32-allreduce')
+
+
+def fp16_rerun_runs(plan, lr_ref):
+    """RQ2's fp16 pair again, seed by seed at ``k`` for ``epochs``, with
+    each of the ``k`` x ``b_ref`` / ``bn_batch`` virtual workers' gradients
+    scaled per parameter and rounded to float16 as a real worker's would
+    be (``--virtual-worker-rounding on``); the study's own pair rounded
+    one process's sum once per update."""
+    runs = []
+    for seed in range(plan.seeds):
+        for config in (CONFIG[name] for name in FP16_RERUN_CONFIGS):
+            runs.append(Run(run_name(config, plan.k, seed, 'fp16rerun-'),
+                            config, plan.k, seed, lr_ref * plan.k,
+                            plan.epochs, 'fp16-rerun', 1))
     return runs
 
 

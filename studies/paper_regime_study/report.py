@@ -16,7 +16,8 @@ from studies.paper_regime_study.plots import plot_sweep
 from studies.paper_regime_study.regime import ablated
 from studies.paper_regime_study.regime import baseline
 from studies.paper_regime_study.regime import CONFIG
-from studies.paper_regime_study.regime import CONFIGS
+from studies.paper_regime_study.regime import COMPRESSED_STAGES
+from studies.paper_regime_study.regime import fp16_rerun_runs
 from studies.paper_regime_study.regime import handover_runs
 from studies.paper_regime_study.regime import paper_schedule_runs
 from studies.paper_regime_study.regime import PLATEAU_CONFIGS
@@ -50,7 +51,7 @@ def summarize(results, stage='study'):
     """Per (configuration, k) of ``stage``: the top-1 of each seed, mean,
     sample std (None with fewer than two), diverged runs."""
     groups = collections.OrderedDict()
-    order = {c.name: i for i, c in enumerate(CONFIGS)}
+    order = {name: i for i, name in enumerate(CONFIG)}
     for r in sorted(results, key=lambda r: (order[r['config']], r['k'],
                                             r['lr'], r['seed'])):
         if r['stage'] == stage:
@@ -75,7 +76,7 @@ def gaps(results, against, stage='study'):
     diverged; mean and sample std of those that did not."""
     top1 = {(r['config'], r['k'], r['seed']): None if r['diverged']
             else r['top1'] for r in results if r['stage'] == stage}
-    order = [c.name for c in CONFIGS]
+    order = list(CONFIG)
     keys = sorted({(c, k) for c, k, _ in top1
                    if against(CONFIG[c]) is not None},
                   key=lambda key: (order.index(key[0]), -key[1]))
@@ -155,8 +156,7 @@ def generated_text(plan, results, results_dir, page):
     rel = os.path.relpath(results_dir, os.path.dirname(os.path.abspath(page)))
     lr_ref = choose_lr(results, plan)
     planned = len(sweep_runs(plan)) + len(study_runs(plan, 1.0))
-    compressed = [r for r in results
-                  if r['stage'] in ('lr-sweep', 'study', 'plateau')]
+    compressed = [r for r in results if r['stage'] in COMPRESSED_STAGES]
     study = summarize(results)
     at_k = [r for r in study if r['k'] in (1, plan.k)]
     swept = [r for r in study
@@ -203,6 +203,7 @@ def generated_text(plan, results, results_dir, page):
              'Top-1 of each run without one of a recipe\'s techniques minus '
              'that of the whole recipe of the same seed, in points (RQ2\'s '
              'measure).', '', gap_table(gaps(results, ablated)), '']
+    text += fp16_rerun_text(plan, results)
     pairs = plateau_pairs(results, plan)
     text += ['### {} epochs against {} (seed 0)'.format(
         plan.epochs, plan.plateau_epochs), '', '{} of {} plateau runs '
@@ -264,6 +265,28 @@ def generated_text(plan, results, results_dir, page):
             len(results), sum(walls) / 3600, span / 3600),
     ]
     return '\n'.join(text)
+
+
+def fp16_rerun_text(plan, results):
+    """The section on RQ2's fp16 pair trained again with every virtual
+    worker's gradient scaled and rounded as a real worker's."""
+    rerun = [r for r in results if r['stage'] == 'fp16-rerun']
+    workers = plan.b_ref * plan.k // plan.bn_batch
+    return [
+        '### The fp16 all-reduce again, every virtual worker rounded', '',
+        '{} of {} runs finished. `akiba2017-zero-init` with the float16 '
+        'all-reduce against the same with a float32 one, {} epochs at k = '
+        '{}, seed by seed. Each of the {} virtual workers\' gradients is '
+        'scaled per parameter and rounded to float16 as one of {} real '
+        'workers\' would be (`--virtual-worker-rounding on`, the '
+        'default); the study\'s pair above rounded one process\'s sum '
+        'once per update. Trained by the trainer named under "Machine and '
+        'wall time".'.format(len(rerun), len(fp16_rerun_runs(plan, 1.0)),
+                             plan.epochs, plan.k, workers, workers), '',
+        table(summarize(results, 'fp16-rerun')), '',
+        'The float32 all-reduce minus the float16 one, same seed, in '
+        'points:', '',
+        gap_table(gaps(results, ablated, 'fp16-rerun')), '']
 
 
 def paper_schedule_text(plan, results, results_dir, rel, lr_ref):

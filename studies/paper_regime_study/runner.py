@@ -11,8 +11,10 @@ import subprocess
 import sys
 import time
 
+from studies.paper_regime_study.regime import fp16_rerun_runs
 from studies.paper_regime_study.regime import paper_stage_runs
 from studies.paper_regime_study.regime import peak_lr
+from studies.paper_regime_study.regime import STAGES
 from studies.paper_regime_study.regime import study_runs
 from studies.paper_regime_study.regime import sweep_runs
 from studies.paper_regime_study.regime import train_args
@@ -256,23 +258,32 @@ def run_all(runs, plan, data, root, results, trainer, jobs, on_result):
         return done
 
 
+def runs_at(plan, lr_ref):
+    """Every run after the lr sweep, in the order they train: the study
+    (with its plateau runs), the fp16 rerun, then the handover runs and the
+    runs on the paper's own schedule."""
+    return (study_runs(plan, lr_ref) + fp16_rerun_runs(plan, lr_ref) +
+            paper_stage_runs(plan, lr_ref))
+
+
 def all_runs(plan, results):
     """Every run of the study, once the reference lr is chosen."""
     lr_ref = choose_lr(load_results(results), plan)
     if lr_ref is None:
         return sweep_runs(plan)
-    return (sweep_runs(plan) + study_runs(plan, lr_ref) +
-            paper_stage_runs(plan, lr_ref))
+    return sweep_runs(plan) + runs_at(plan, lr_ref)
 
 
 def run_study(plan, root, results, trainer, jobs, idx_dir, on_result,
-              poll_s=60):
-    """The lr sweep, then every run of the study at the chosen lr, then the
-    handover runs and the runs on the paper's own schedule."""
+              stages=STAGES, poll_s=60):
+    """The lr sweep, then the runs of ``stages`` at the chosen lr in the
+    order of :func:`runs_at`; a driver given other stages than the sweep
+    waits for the sweep that another driver trains."""
     check_plan(results, plan)
     data = prepare_data(root, idx_dir, plan)
-    run_all(sweep_runs(plan), plan, data, root, results, trainer, jobs,
-            on_result)
+    if 'lr-sweep' in stages:
+        run_all(sweep_runs(plan), plan, data, root, results, trainer, jobs,
+                on_result)
     lr_ref = choose_lr(load_results(results), plan)
     while lr_ref is None:  # another process still trains a swept lr
         missing = [run.name for run in sweep_runs(plan)
@@ -280,14 +291,14 @@ def run_study(plan, root, results, trainer, jobs, idx_dir, on_result,
         if not any(held(os.path.join(root, 'runs', name, 'lock'))
                    for name in missing):
             raise SystemExit('paper_regime_study: the lr sweep did not '
-                             'finish ({}); see their train.out and rerun'
-                             .format(', '.join(missing)))
+                             'finish ({}); see their train.out and rerun '
+                             'with the lr-sweep stage'.format(
+                                 ', '.join(missing)))
         time.sleep(poll_s)
-        run_all(sweep_runs(plan), plan, data, root, results, trainer, jobs,
-                on_result)
+        if 'lr-sweep' in stages:
+            run_all(sweep_runs(plan), plan, data, root, results, trainer,
+                    jobs, on_result)
         lr_ref = choose_lr(load_results(results), plan)
     print('reference lr', lr_ref, flush=True)
-    run_all(study_runs(plan, lr_ref), plan, data, root, results, trainer,
-            jobs, on_result)
-    run_all(paper_stage_runs(plan, lr_ref), plan, data, root, results,
-            trainer, jobs, on_result)
+    run_all([run for run in runs_at(plan, lr_ref) if run.stage in stages],
+            plan, data, root, results, trainer, jobs, on_result)

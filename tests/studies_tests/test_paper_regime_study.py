@@ -345,3 +345,56 @@ def test_handover_position_is_zero_and_one_at_the_ends_of_the_slide():
     assert handover_position(10.0, 90) == pytest.approx(0.0)
     assert handover_position(12.5, 90) == pytest.approx(1.0)
     assert handover_position(12.5 * 7 / 90, 7) == pytest.approx(1.0)
+
+
+def test_the_fp16_rerun_pair_differs_by_the_allreduce_only():
+    plan = regime.FULL
+    runs = regime.fp16_rerun_runs(plan, 0.01)
+    assert [(r.config.name, r.seed) for r in runs] == [
+        (name, seed) for seed in range(plan.seeds)
+        for name in regime.FP16_RERUN_CONFIGS]
+    base, twin = (regime.CONFIG[name] for name in regime.FP16_RERUN_CONFIGS)
+    assert twin.flags == base.flags + ['--allreduce-dtype', 'float32']
+    assert regime.ablated(twin) is base
+    study = {r.name for r in regime.study_runs(plan, 0.01)}
+    for run in runs:
+        assert run.stage == 'fp16-rerun' and run.name not in study
+        args = regime.train_args(run, plan, 'T', 'V', 'O')
+        assert '--scale-schedule' in args
+        assert value_of(args, '--epoch') == str(plan.epochs)
+        assert value_of(args, '--accumulate') == '48'
+    # the twin is read against the float16 run of the same seed and stage
+    rerun = [dict(study_result(name, 128, seed, top1), stage='fp16-rerun')
+             for name, seed, top1 in ((base.name, 0, 0.86), (twin.name, 0,
+                                      0.85), (twin.name, 1, 0.84))]
+    (row,) = report.gaps(rerun + [study_result(base.name, 128, 1, 0.9)],
+                         regime.ablated, 'fp16-rerun')
+    assert row['config'] == twin.name and row['seeds'] == [0]
+    assert row['gaps'] == pytest.approx([-0.01])
+
+
+def test_a_driver_trains_only_the_stages_it_is_given(tmp_path, monkeypatch):
+    plan = regime.QUICK
+    results = str(tmp_path / 'results')
+    os.makedirs(os.path.join(results, 'runs'))
+    for i, run in enumerate(regime.sweep_runs(plan)):
+        runner.write_json(runner.result_path(results, run.name), dict(
+            result(run.name, run.lr, 0.5 + i / 10), seed=0))
+    trained = []
+    monkeypatch.setattr(runner, 'prepare_data', lambda *a: ('T', 'V'))
+    monkeypatch.setattr(runner, 'run_one',
+                        lambda run, *a: trained.append(run) or {})
+    runner.run_study(plan, str(tmp_path / 'out'), results, 'trainer', 1,
+                     'idx', lambda: None, stages=('fp16-rerun',))
+    assert [r.name for r in trained] == [
+        r.name for r in regime.fp16_rerun_runs(plan, 0.02)]
+    assert {r.lr for r in trained} == {0.02 * plan.k}
+    trained.clear()
+    runner.run_study(plan, str(tmp_path / 'out'), results, 'trainer', 1,
+                     'idx', lambda: None)
+    stages = [r.stage for r in trained]
+    assert set(stages) == set(regime.STAGES)
+    first, last = stages.index('fp16-rerun'), len(stages) - stages[
+        ::-1].index('fp16-rerun')
+    assert set(stages[:first]) == set(regime.COMPRESSED_STAGES)
+    assert set(stages[last:]) == {'handover', 'paper-schedule'}
