@@ -33,8 +33,7 @@ def test_quick_study_runs_skips_and_resumes(tmp_path):
     with open(os.path.join(results, 'results.json')) as f:
         rows = json.load(f)['runs']
     planned = (regime.sweep_runs(regime.QUICK) +
-               regime.study_runs(regime.QUICK, 0.01) +
-               regime.paper_stage_runs(regime.QUICK, 0.01))
+               runner.runs_at(regime.QUICK, 0.01))
     assert sorted(r['name'] for r in rows) == sorted(r.name for r in planned)
     for row in rows:
         if row['stage'] == 'handover':  # no validation: losses instead
@@ -47,6 +46,7 @@ def test_quick_study_runs_skips_and_resumes(tmp_path):
     text = open(page).read()
     assert '23 of 23 runs finished' in text
     assert '6 of 6 plateau runs finished' in text
+    assert '2 of 2 runs finished. `akiba2017-zero-init` with' in text
     assert ('2 of 2 runs on the paper\'s schedule and 3 of 3 handover runs'
             in text)
     assert all(os.path.getsize(os.path.join(results, name)) > 0
