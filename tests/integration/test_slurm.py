@@ -1,5 +1,6 @@
 """jobs/slurm.sh under a real one-node Slurm (jobs/local_slurm.sh): a CPU
-smoke run that trains and snapshots, and bad input that fails the job with
+smoke run that trains and snapshots, a signalled job that stops with a
+snapshot, requeues itself and resumes, and bad input that fails the job with
 the trainer's one-line error at the end of its output."""
 import json
 import os
@@ -48,33 +49,54 @@ def slurm():
         subprocess.run([LOCAL_SLURM, 'stop'], env=env, timeout=60)
 
 
-def submit(env, out, settings, timeout=240):
-    """Runs jobs/slurm.sh on one node with 2 CPU tasks; returns its state,
-    exit code and output (what sbatch --output received)."""
+def sbatch(env, out, settings):
+    """Submits jobs/slurm.sh on one node with 2 CPU tasks; returns the job
+    id and the path of its output (what sbatch --output receives)."""
     exports = ','.join(['ALL', 'SMOKE=1', 'PYTHON=' + sys.executable,
                         'MPIEXEC=' + MPIEXEC, 'OUT_ROOT=' + str(out)] +
                        ['{}={}'.format(k, v) for k, v in settings.items()])
     log = str(out / 'slurm-%j.out')
     job_id = subprocess.check_output(
         ['sbatch', '--parsable', '--nodes=1', '--ntasks-per-node=2',
-         '--cpus-per-task=1', '--gpus-per-node=0', '--time=5',
-         '--output=' + log, '--export=' + exports, 'jobs/slurm.sh'],
-        cwd=REPO, env=env, text=True, timeout=30).strip()
+         '--cpus-per-task=1', '--gpus-per-node=0', '--time=10',
+         '--output=' + log, '--open-mode=append', '--export=' + exports,
+         'jobs/slurm.sh'], cwd=REPO, env=env, text=True, timeout=30).strip()
+    return job_id, log.replace('%j', job_id)
+
+
+def job_fields(env, job_id):
+    return dict(f.split('=', 1) for f in subprocess.check_output(
+        ['scontrol', '--oneliner', 'show', 'job', job_id], env=env,
+        text=True, timeout=30).split() if '=' in f)
+
+
+def wait_until(env, job_id, ready, timeout):
+    """The job's fields once ``ready(fields)`` or the job ended."""
     deadline = time.time() + timeout
     while True:
-        fields = dict(
-            f.split('=', 1) for f in subprocess.check_output(
-                ['scontrol', '--oneliner', 'show', 'job', job_id], env=env,
-                text=True, timeout=30).split() if '=' in f)
-        if fields['JobState'] in ENDED:
-            break
+        fields = job_fields(env, job_id)
+        if fields['JobState'] in ENDED or ready(fields):
+            return fields
         if time.time() > deadline:
             subprocess.run(['scancel', job_id], env=env, timeout=30)
             pytest.fail('job {} still {} after {} s'.format(
                 job_id, fields['JobState'], timeout))
         time.sleep(0.5)
-    with open(log.replace('%j', job_id)) as f:
+
+
+def submit(env, out, settings, timeout=240):
+    """Runs jobs/slurm.sh to its end; returns its state, exit code and
+    output."""
+    job_id, log = sbatch(env, out, settings)
+    fields = wait_until(env, job_id, lambda fields: False, timeout)
+    with open(log) as f:
         return fields['JobState'], fields['ExitCode'], f.read()
+
+
+def skip_without_pmix(output):
+    if 'Couldn\'t load specified plugin name for mpi/pmix' in output:
+        pytest.skip("Slurm's PMIx plugin cannot load libpmix.so "
+                    '(apt-get install libpmix-dev)')
 
 
 def test_smoke_job_trains_under_mpiexec_in_the_allocation(slurm, tmp_path):
@@ -96,10 +118,40 @@ def test_bad_input_fails_the_srun_job_with_one_line(slurm, tmp_path):
     missing = str(tmp_path / 'train.txt')
     state, code, output = submit(slurm, tmp_path, dict(
         LAUNCHER='srun', TRAIN=missing, VAL=missing))
-    if 'Couldn\'t load specified plugin name for mpi/pmix' in output:
-        pytest.skip("Slurm's PMIx plugin cannot load libpmix.so "
-                    '(apt-get install libpmix-dev)')
+    skip_without_pmix(output)
     assert (state, code) == ('FAILED', '2:0'), output
     last = output.rstrip('\n').splitlines()[-1]
     assert last.startswith('train_imagenet.py: error: ') and missing in last
     assert 'Traceback' not in output and '-' * 74 not in output
+
+
+def test_a_signalled_job_stops_with_a_snapshot_requeues_and_resumes(
+        slurm, tmp_path):
+    # What Slurm's --signal=USR1@300 does before the time limit, on demand.
+    job_id, log = sbatch(slurm, tmp_path, dict(
+        LAUNCHER='srun', BATCHSIZE=4, VAL_BATCHSIZE=16, LOADERJOB=0,
+        ITERATIONS=40, EXTRA_ARGS='--test --width 0.25'))
+
+    def training(fields):
+        out = [d for d in tmp_path.iterdir() if d.is_dir()]
+        return out and (out[0] / 'log').exists()
+    assert wait_until(slurm, job_id, training, 240)['JobState'] == 'RUNNING'
+    subprocess.run(['scancel', '--signal=USR1', job_id], env=slurm,
+                   check=True, timeout=30)
+    fields = wait_until(slurm, job_id, lambda fields: False, 300)
+    with open(log) as f:
+        output = f.read()
+    skip_without_pmix(output)
+    assert (fields['JobState'], fields['ExitCode']) == ('COMPLETED', '0:0'), \
+        output
+    assert fields['Restarts'] == '1', output
+    assert 'stopped by SIGUSR1 after iteration' in output
+    assert 'requeueing job {}'.format(job_id) in output
+    (out,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    stopped = int(output.split('stopped by SIGUSR1 after iteration ')[1]
+                  .split(';')[0])
+    assert 0 < stopped < 40
+    assert 'resuming from {}'.format(out / 'snapshot_iter_{}'.format(
+        stopped)) in output
+    with open(str(out / 'log')) as f:
+        assert json.load(f)[-1]['iteration'] == 40
