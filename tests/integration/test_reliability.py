@@ -14,7 +14,7 @@ import numpy
 import pytest
 from PIL import Image
 
-from conftest import mpi_command, REPO, run_mpi
+from conftest import LAUNCH_FAILED, mpi_command, REPO, run_mpi
 from extensions import snapshots
 
 SMALL = ['train_imagenet.py', '--demo', '--batchsize', '4', '--loaderjob',
@@ -34,16 +34,33 @@ def snapshot_params(path):
                 if k.startswith('updater/model:main/')}
 
 
-def wait_for_log(out, iterations, proc, timeout=120):
-    deadline = time.time() + timeout
-    while time.time() < deadline and proc.poll() is None:
-        try:
-            if len(read_log(out)) >= iterations:
-                return
-        except (OSError, ValueError):
-            pass
-        time.sleep(0.05)
-    raise AssertionError('run did not reach iteration {}'.format(iterations))
+def start_job(args, out, iterations, stdout=subprocess.PIPE, timeout=120):
+    """``mpiexec -n 2`` of the trainer writing to ``out``, in the background,
+    returned once its log holds ``iterations`` entries. A launch whose PMIx
+    server failed to start, before any rank ran, is tried once more (as
+    ``run_mpi`` does)."""
+    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=REPO)
+    for _ in range(2):
+        proc = subprocess.Popen(mpi_command(2, args + ['--out', out]),
+                                cwd=REPO, env=env, stdout=stdout,
+                                stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + timeout
+        while time.time() < deadline and proc.poll() is None:
+            try:
+                if len(read_log(out)) >= iterations:
+                    return proc
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.05)
+        if proc.poll() is None:
+            proc.kill()
+            raise AssertionError('run did not reach iteration {} in {} s'
+                                 .format(iterations, timeout))
+        _, stderr = proc.communicate()
+        if LAUNCH_FAILED not in stderr:
+            break
+    raise AssertionError('run ended with {} before iteration {}:\n{}'.format(
+        proc.returncode, iterations, stderr[-4000:]))
 
 
 def worker_pids(out, launcher_pid):
@@ -58,12 +75,8 @@ def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path):
     run_mpi(2, args + ['--out', ref])
 
     out = str(tmp_path / 'killed')
-    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=REPO)
-    proc = subprocess.Popen(mpi_command(2, args + ['--out', out]), cwd=REPO,
-                            env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
     kill_at = numpy.random.RandomState().randint(4, 10)
-    wait_for_log(out, kill_at, proc)
+    proc = start_job(args, out, kill_at, stdout=subprocess.DEVNULL)
     os.kill(worker_pids(out, proc.pid)[0], signal.SIGKILL)
     start = time.time()
     proc.wait(timeout=60)
@@ -254,15 +267,6 @@ def test_mean_file_of_the_wrong_shape(tmp_path):
 TINY = SMALL + ['--width', '0.125']
 
 
-def start_job(args, out):
-    """``mpiexec -n 2`` of the trainer writing to ``out``, in the background.
-    """
-    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=REPO)
-    return subprocess.Popen(mpi_command(2, args + ['--out', out]), cwd=REPO,
-                            env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-
-
 def rank_pids(out, launcher_pid):
     found = worker_pids(out, launcher_pid)
     assert len(found) == 2, found
@@ -277,8 +281,7 @@ def test_stop_signal_saves_the_last_update_and_resumes_bit_exact(
     the resumed run ends where the uninterrupted one does, bit for bit."""
     args = TINY + ['--iterations', '8']
     out = str(tmp_path / 'stopped')
-    proc = start_job(args, out)
-    wait_for_log(out, 3, proc)
+    proc = start_job(args, out, 3)
     if target == 'rank':
         os.kill(rank_pids(out, proc.pid)[1], signal.SIGTERM)
     else:
