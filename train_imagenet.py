@@ -150,6 +150,12 @@ def naming(flag):
         raise errors.InputError('{} {}'.format(flag, e))
 
 
+def resume_from(path, trainer):
+    """Load snapshot ``path`` into ``trainer``; its errors name --resume."""
+    with naming('--resume'):
+        snapshots.load(path, trainer)
+
+
 #: Environment variables that MPI launchers set in every process they start.
 _LAUNCHED = ('OMPI_COMM_WORLD_SIZE', 'PMIX_RANK', 'PMI_RANK', 'PMI_SIZE')
 
@@ -362,7 +368,7 @@ def train(args, recipe):
 
     # Run
     if resume:
-        chainer.serializers.load_npz(resume, trainer)
+        failures.agree(comm, resume_from, resume, trainer)
         if comm.rank == 0:
             print('resuming from {} at iteration {} (epoch {:.2f})'.format(
                 resume, updater.iteration, updater.epoch_detail), flush=True)

@@ -118,6 +118,21 @@ def find_resume(resume, outdir, config, name='run_configuration'):
     return path
 
 
+def load(path, trainer):
+    """Load snapshot ``path`` into ``trainer``. A snapshot that lacks a value
+    the trainer holds (one written by an older trainer whose optimizer kept
+    other state, for instance) raises :class:`InputError` naming the value.
+    """
+    try:
+        npz.load_npz(path, trainer)
+    except KeyError as e:
+        missing = str(e.args[0]).split(' is not a file in the archive')[0]
+        raise InputError(
+            '{}: the snapshot holds no {}; it was written by another version '
+            'of this trainer; start in a new output directory'.format(
+                path, missing))
+
+
 class RunConfiguration(extension.Extension):
     """Stores in every snapshot what a resumed run must share with it.
 

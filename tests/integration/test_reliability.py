@@ -225,6 +225,29 @@ def test_resume_with_another_worker_count_is_refused(demo_snapshot, tmp_path):
                              'run has 2') == 1
 
 
+def test_resume_from_a_snapshot_that_lacks_a_value_is_refused(demo_snapshot,
+                                                              tmp_path):
+    # What a snapshot of an older trainer whose optimizer kept other state
+    # looks like: every value of this one but a buffer of an update rule.
+    old = str(tmp_path / 'snapshot_iter_1')
+    with numpy.load(demo_snapshot) as snapshot:
+        dropped = sorted(k for k in snapshot.files if k.startswith(
+            'updater/optimizer:main/predictor/'))[0]
+        numpy.savez(old, **{k: snapshot[k] for k in snapshot.files
+                            if k != dropped})
+    os.rename(old + '.npz', old)
+    with open(old, 'rb') as f:
+        before = f.read()
+    msg = one_line_error(SMALL + ['--iterations', '2', '--resume', old,
+                                  '--out', str(tmp_path)])
+    assert msg == ('train_imagenet.py: error: --resume {}: the snapshot holds '
+                   'no {}; it was written by another version of this '
+                   'trainer; start in a new output directory'.format(
+                       old, dropped))
+    with open(old, 'rb') as f:
+        assert f.read() == before  # nothing written before is lost
+
+
 def test_resume_from_a_damaged_or_foreign_file_is_refused(tmp_path):
     torn = tmp_path / 'snapshot_iter_5'
     torn.write_bytes(b'PK\x03\x04 torn')
