@@ -41,7 +41,7 @@ def add_reports(trainer, scheduled, triggers, watched=None):
         trainer.extend(chainer_extensions.PlotReport(
             keys, 'epoch', trigger=trigger(), filename=name + '.png'))
     if watched:
-        trainer.extend(chainer_extensions.ProgressBar(update_interval=1))
+        trainer.extend(_ProgressBar(update_interval=1))
 
 
 def is_watched():
@@ -58,6 +58,16 @@ def is_watched():
     except OSError:
         return False
     return target.startswith(('/dev/pts/', '/dev/tty'))
+
+
+class _ProgressBar(chainer_extensions.ProgressBar):
+    """Chainer's progress bar, its rate timed from the start of this
+    process's training: Chainer's own has a single time stamp at its first
+    update and prints ``inf iters/sec`` there."""
+
+    def initialize(self, trainer):
+        self._pbar.update_speed(trainer.updater.iteration,
+                                trainer.updater.epoch_detail)
 
 
 class _Table(chainer_extensions.PrintReport):

@@ -1,8 +1,10 @@
 """Kill-and-resume, the divergence guard, worker failure and bad input."""
 import fcntl
 import json
+import math
 import os
 import pathlib
+import pty
 import re
 import signal
 import subprocess
@@ -433,3 +435,33 @@ def test_a_short_run_logs_snapshots_and_closes_with_a_summary(tmp_path):
         os.path.join(out, 'snapshot_iter_2')) in lines
     assert lines[-1].startswith('finished at iteration 2 ')
     assert not [line for line in lines if line.startswith('0 ')]  # no rows
+
+
+def test_a_terminal_shows_a_progress_bar_with_a_finite_rate(tmp_path):
+    """mpiexec whose output is a terminal: rank 0 draws Chainer's progress
+    bar, every update, with a finite rate, and the closing line."""
+    out = str(tmp_path / 'watched')
+    terminal, launcher_side = pty.openpty()
+    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=REPO)
+    proc = subprocess.Popen(
+        mpi_command(2, TINY + ['--iterations', '6', '--out', out]), cwd=REPO,
+        env=env, stdin=subprocess.DEVNULL, stdout=launcher_side,
+        stderr=launcher_side)
+    os.close(launcher_side)
+    shown = b''
+    while True:
+        try:
+            chunk = os.read(terminal, 65536)
+        except OSError:  # EIO: the launcher closed the terminal
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(terminal)
+    assert proc.wait(timeout=120) == 0
+    text = shown.decode()
+    rates = re.findall(r'([0-9.a-z]+) iters/sec', text)
+    assert rates and all(math.isfinite(float(r)) for r in rates), text
+    assert '6 iter, 0 epoch / 6 iterations' in text
+    assert '\033[J' in text
+    assert 'finished at iteration 6 ' in text
