@@ -17,25 +17,48 @@ from multiprocessing import shared_memory
 
 import numpy
 
-#: Shared-memory names start with this and the creating process's id.
+#: Shared-memory names start with this, the creating process's PID namespace
+#: and its id (:func:`segment_prefix`).
 SEGMENT_PREFIX = 'image_index_'
 _SHM_DIR = '/dev/shm'
 
 
+def _namespace_prefix():
+    """The start of the names of the segments of this process's PID
+    namespace, named by its inode: a process id names one process within its
+    namespace only, and several namespaces (containers, emulated nodes) may
+    share one /dev/shm."""
+    try:
+        namespace = os.stat('/proc/self/ns/pid').st_ino
+    except OSError:  # no /proc: not Linux
+        namespace = 0
+    return '{}{}_'.format(SEGMENT_PREFIX, namespace)
+
+
+def segment_prefix(pid):
+    """The start of the names of the segments that process ``pid`` of this
+    PID namespace creates."""
+    return '{}{}_'.format(_namespace_prefix(), pid)
+
+
 def remove_stale_segments():
-    """Unlink the segments of processes that no longer exist.
+    """Unlink the segments of processes of this PID namespace that no longer
+    exist.
 
     A job that is killed (SIGKILL, or MPI_Abort taking the whole process
-    tree) cannot unlink its segments; the next index made on the node
-    removes them, so a killed run leaks its index only until the next one.
+    tree) cannot unlink its segments; the next index made on the node in the
+    same namespace removes them, so a killed run leaks its index only until
+    the next one. Segments of other namespaces, whose processes this one
+    cannot see, are left alone.
     """
     try:
         names = os.listdir(_SHM_DIR)
     except OSError:  # no /dev/shm: not Linux
         return
+    ours = _namespace_prefix()
     for name in names:
-        pid = name[len(SEGMENT_PREFIX):].split('_')[0]
-        if not name.startswith(SEGMENT_PREFIX) or not pid.isdigit():
+        pid = name[len(ours):].split('_')[0]
+        if not name.startswith(ours) or not pid.isdigit():
             continue
         try:
             os.kill(int(pid), 0)
@@ -63,8 +86,7 @@ class _Segment(object):
         owner = name is None
         if owner:
             remove_stale_segments()
-            name = '{}{}_{}'.format(SEGMENT_PREFIX, os.getpid(),
-                                    secrets.token_hex(6))
+            name = segment_prefix(os.getpid()) + secrets.token_hex(6)
         shm = shared_memory.SharedMemory(
             name, owner, 8 * (n + 1) + 4 * n + blob_size)
         self.name = shm.name

@@ -12,14 +12,14 @@ import pytest
 from conftest import REPO
 from datasets.image_index import ImageIndex
 from datasets.image_index import SEGMENT_PREFIX
+from datasets.image_index import segment_prefix
 
 PAIRS = [('n01/a.JPEG', 3), ('n01/b.JPEG', 0), ('n02/\u00e9t\u00e9.png', 7),
          (os.fsdecode(b'n02/raw\xff.jpg'), 2), ('c.jpg', 1)]
 
 
 def segments(pid=None):
-    return glob.glob('/dev/shm/{}{}_*'.format(
-        SEGMENT_PREFIX, pid or os.getpid()))
+    return glob.glob('/dev/shm/{}*'.format(segment_prefix(pid or os.getpid())))
 
 
 @pytest.fixture(autouse=True)
@@ -150,18 +150,20 @@ def test_segments_of_dead_processes_are_removed_by_the_next_index(
     dead = subprocess.run([sys.executable, '-c', 'import os; '
                            'print(os.getpid())'], capture_output=True,
                           text=True, check=True)
-    stale = os.path.join('/dev/shm', '{}{}_feed'.format(
-        SEGMENT_PREFIX, dead.stdout.strip()))
-    mine = os.path.join('/dev/shm', '{}{}_beef'.format(
-        SEGMENT_PREFIX, os.getpid()))
-    for path in (stale, mine):
+    stale = '/dev/shm/{}feed'.format(segment_prefix(dead.stdout.strip()))
+    mine = '/dev/shm/{}beef'.format(segment_prefix(os.getpid()))
+    # A process of another PID namespace, whose ids this one cannot check.
+    foreign = '/dev/shm/{}1_{}_cafe'.format(
+        SEGMENT_PREFIX, dead.stdout.strip())
+    for path in (stale, mine, foreign):
         with open(path, 'wb') as f:
             f.write(b'x')
     try:
         ImageIndex('.', [('a.jpg', 1)])
         assert not os.path.exists(stale)
         assert os.path.exists(mine)  # this process is alive
+        assert os.path.exists(foreign)
     finally:
-        for path in (stale, mine):
+        for path in (stale, mine, foreign):
             if os.path.exists(path):
                 os.remove(path)
