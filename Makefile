@@ -36,11 +36,16 @@ demo: setup
 
 test: setup
 	$(PY) -m flake8
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q tests $(PYTEST_ARGS)
 
-# The whole suite on the NumPy 1.x line, in its own venv (.ci/run runs both).
+# The suite on the NumPy 1.x line, in its own venv (.ci/run runs both),
+# without the tests of the launchers and job scripts (a real Slurm, emulated
+# nodes), whose NumPy is the trainer's already tested on both lines.
+LAUNCHER_TESTS := tests/integration/test_slurm.py \
+	tests/integration/test_local_cluster.py
 test-numpy1:
-	$(MAKE) test VENV=.venv-numpy1 NUMPY='numpy<2'
+	$(MAKE) test VENV=.venv-numpy1 NUMPY='numpy<2' \
+		PYTEST_ARGS='$(addprefix --ignore=,$(LAUNCHER_TESTS))'
 
 clean:
 	rm -rf $(VENV) .venv-numpy1 result
