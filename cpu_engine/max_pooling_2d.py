@@ -113,15 +113,19 @@ class MaxPooling2D(function_node.FunctionNode):
 
     def as_chainer(self):
         """Chainer's ``MaxPoolingND`` of this pooling with its ``indexes``:
-        the winners as each window's argmax, numbered ``i kw + j``."""
+        the winners as each window's argmax ``i kw + j``, 0 (as Chainer's
+        argmax) where the window lies wholly in the padding."""
         n, c, h, w = self.x_shape
         out_h, out_w = self.winner.shape[2:]
-        taps = tap_ranges(self.kh, self.kw, self.sy, self.sx, self.ph,
-                          self.pw, h, w, out_h, out_w)
-        position = numpy.array([i * self.kw + j for i, j, _, _ in taps])
+        index = numpy.zeros(self.winner.shape, numpy.int64)
+        for k, (i, j, dst, _) in enumerate(tap_ranges(
+                self.kh, self.kw, self.sy, self.sx, self.ph, self.pw, h, w,
+                out_h, out_w)):
+            dst = (slice(None),) + dst
+            index[dst][self.winner[dst] == k] = i * self.kw + j
         pooling = MaxPoolingND(2, (self.kh, self.kw), (self.sy, self.sx),
                                (self.ph, self.pw), self.cover_all)
-        pooling.indexes = position[self.winner].transpose(1, 0, 2, 3)
+        pooling.indexes = index.transpose(1, 0, 2, 3)
         return pooling
 
 
