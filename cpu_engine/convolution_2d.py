@@ -273,7 +273,7 @@ class Convolution2DGrad(function_node.FunctionNode):
         """``ggx``, ``ggW``, ``ggb`` back to ``x``, ``W`` and ``gy``:
 
             x:  deconv(gy, ggW),    W:  conv_grad_W(ggx, gy),
-            gy: conv(ggx, W) + conv(x, ggW) + ggb,
+            gy: conv(ggx, W) + conv(x, ggW) + ggb (over N, H, W).
         """
         x, W, gy = self.get_retained_inputs()
         gg = dict(zip(self.indexes, grad_outputs))

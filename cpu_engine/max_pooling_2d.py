@@ -115,7 +115,7 @@ class MaxPooling2D(function_node.FunctionNode):
         """Chainer's ``MaxPoolingND`` of this pooling with its ``indexes``:
         the winners as each window's argmax ``i kw + j``, 0 (as Chainer's
         argmax) where the window lies wholly in the padding."""
-        n, c, h, w = self.x_shape
+        h, w = self.x_shape[2:]
         out_h, out_w = self.winner.shape[2:]
         index = numpy.zeros(self.winner.shape, numpy.int64)
         for k, (i, j, dst, _) in enumerate(tap_ranges(
