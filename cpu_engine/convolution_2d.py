@@ -11,12 +11,14 @@ kernel. For float32, the layers where it pays go to oneDNN's direct
 convolutions (:mod:`cpu_engine.onednn`, :func:`_uses_onednn`); see
 docs/cpu_performance.md. float16 inputs are convolved in
 float32 and each result rounded to float16 (:mod:`cpu_engine.float16`).
+The gradients' own gradients are Chainer's functions of them.
 """
 import numpy
 
 import chainer
 from chainer import function_node
 import chainer.functions
+from chainer.functions.connection import convolution_2d as chainer_conv
 from chainer.utils import conv
 from chainer.utils import type_check
 
@@ -121,7 +123,7 @@ def _correlate(gy2, xc, kh, kw, sy, sx, ph, pw, out_h, out_w):
 
 
 class Convolution2DFunction(function_node.FunctionNode):
-    """Convolution of NumPy arrays (no dilation, no groups); first-order.
+    """Convolution of NumPy arrays (no dilation, no groups).
 
     Inputs may have any memory layout; outputs and gradients are
     channel-major (N, C, H, W) arrays.
@@ -187,13 +189,20 @@ class Convolution2DFunction(function_node.FunctionNode):
 
 
 class Convolution2DGrad(function_node.FunctionNode):
-    """Gradients of :class:`Convolution2DFunction` for its ``indexes``."""
+    """Gradients of :class:`Convolution2DFunction` for its ``indexes``:
+
+        gx = deconv(gy, W),    gW = conv_grad_W(x, gy),    gb = sum(gy),
+
+    each linear in ``gy`` and in ``W`` or ``x``; their gradients are
+    Chainer's functions (those of Chainer's ``Convolution2DFunction``).
+    """
 
     def __init__(self, conv2d, indexes):
         self.conv2d = conv2d
         self.indexes = indexes
 
     def forward_cpu(self, inputs):
+        self.retain_inputs((0, 1, 2))
         if inputs[0].dtype == numpy.float16:
             return in_float32(self._grads, inputs)
         return self._grads(inputs)
@@ -261,8 +270,40 @@ class Convolution2DGrad(function_node.FunctionNode):
                          kh - 1 - f.ph, kw - 1 - f.pw, h, w)
 
     def backward(self, indexes, grad_outputs):
-        raise NotImplementedError(
-            'cpu_engine.convolution_2d supports first-order gradients only')
+        """``ggx``, ``ggW``, ``ggb`` back to ``x``, ``W`` and ``gy``:
+
+            x:  deconv(gy, ggW),    W:  conv_grad_W(ggx, gy),
+            gy: conv(ggx, W) + conv(x, ggW) + ggb (over N, H, W).
+        """
+        x, W, gy = self.get_retained_inputs()
+        gg = dict(zip(self.indexes, grad_outputs))
+        ggx, ggW, ggb = gg.get(0), gg.get(1), gg.get(2)
+        f = self.conv2d
+        stride, pad = (f.sy, f.sx), (f.ph, f.pw)
+        grads = []
+        if 0 in indexes:
+            grads.append(None if ggW is None else
+                         chainer.functions.deconvolution_2d(
+                             gy, ggW, stride=stride, pad=pad,
+                             outsize=x.shape[2:]))
+        if 1 in indexes:
+            grads.append(None if ggx is None else
+                         chainer_conv.Convolution2DGradW(
+                             chainer_conv.Convolution2DFunction(stride, pad),
+                             W.shape, W.dtype, None).apply((ggx, gy))[0])
+        if 2 in indexes:
+            terms = []
+            if ggx is not None:
+                terms.append(chainer.functions.convolution_2d(
+                    ggx, W, stride=stride, pad=pad))
+            if ggW is not None:
+                terms.append(chainer.functions.convolution_2d(
+                    x, ggW, stride=stride, pad=pad))
+            if ggb is not None:
+                terms.append(chainer.functions.broadcast_to(
+                    ggb.reshape(1, -1, 1, 1), gy.shape))
+            grads.append(sum(terms[1:], terms[0]) if terms else None)
+        return grads
 
 
 def convolution_2d(x, W, b=None, stride=1, pad=0, cover_all=False, **kwargs):

@@ -10,12 +10,15 @@ OpenMP threads; otherwise NumPy does it on L2-sized blocks of channels in
 parallel, finding the winners with uint8 arithmetic (masked NumPy
 assignments, ``copyto(where=)``, run at under 1 GB/s). float16 arrays
 are pooled in float32 (:mod:`cpu_engine.float16`), so each input gradient
-is summed in float32 and rounded once.
+is summed in float32 and rounded once. The gradient's own gradient, ``ggx``
+at the winners, is Chainer's.
 """
 import numpy
 
 from chainer import function_node
 import chainer.functions
+from chainer.functions.pooling.max_pooling_nd import MaxPoolingND
+from chainer.functions.pooling.max_pooling_nd import MaxPoolingNDWithIndexes
 from chainer.utils import conv
 from chainer.utils import type_check
 
@@ -108,9 +111,27 @@ class MaxPooling2D(function_node.FunctionNode):
     def backward(self, indexes, grad_outputs):
         return MaxPooling2DGrad(self).apply(grad_outputs)
 
+    def as_chainer(self):
+        """Chainer's ``MaxPoolingND`` of this pooling with its ``indexes``:
+        the winners as each window's argmax ``i kw + j``, 0 (as Chainer's
+        argmax) where the window lies wholly in the padding."""
+        h, w = self.x_shape[2:]
+        out_h, out_w = self.winner.shape[2:]
+        index = numpy.zeros(self.winner.shape, numpy.int64)
+        for k, (i, j, dst, _) in enumerate(tap_ranges(
+                self.kh, self.kw, self.sy, self.sx, self.ph, self.pw, h, w,
+                out_h, out_w)):
+            dst = (slice(None),) + dst
+            index[dst][self.winner[dst] == k] = i * self.kw + j
+        pooling = MaxPoolingND(2, (self.kh, self.kw), (self.sy, self.sx),
+                               (self.ph, self.pw), self.cover_all)
+        pooling.indexes = index.transpose(1, 0, 2, 3)
+        return pooling
+
 
 class MaxPooling2DGrad(function_node.FunctionNode):
-    """Gradient of :class:`MaxPooling2D`; first-order only."""
+    """Gradient of :class:`MaxPooling2D`; its own gradient is Chainer's
+    ``MaxPoolingNDWithIndexes``, which picks ``ggx`` at the winners."""
 
     def __init__(self, pooling):
         self.pooling = pooling
@@ -143,8 +164,8 @@ class MaxPooling2DGrad(function_node.FunctionNode):
         return nchw(gx),
 
     def backward(self, indexes, grad_outputs):
-        raise NotImplementedError(
-            'cpu_engine.max_pooling_2d supports first-order gradients only')
+        return MaxPoolingNDWithIndexes(self.pooling.as_chainer()).apply(
+            grad_outputs)
 
 
 def max_pooling_2d(x, ksize, stride=None, pad=0, cover_all=True,

@@ -17,6 +17,7 @@ import numpy
 
 from chainer import function_node
 import chainer.functions
+from chainer.functions.activation.relu import ReLUGrad2
 from chainer.utils import type_check
 
 from cpu_engine.cpu_runtime import fast_paths_enabled
@@ -116,7 +117,8 @@ class ReLU(function_node.FunctionNode):
 
 
 class ReLUGrad(function_node.FunctionNode):
-    """``gy [y > 0]``; first-order only."""
+    """``gy [y > 0]``; its own gradient, ``ggx [y > 0]``, is Chainer's
+    ``ReLUGrad2``."""
 
     def __init__(self, y):
         self.y = y
@@ -140,8 +142,7 @@ class ReLUGrad(function_node.FunctionNode):
         return gx,
 
     def backward(self, indexes, grad_outputs):
-        raise NotImplementedError(
-            'cpu_engine.relu supports first-order gradients only')
+        return ReLUGrad2(self.y).apply(grad_outputs)
 
 
 def _numpy_inputs(xs):

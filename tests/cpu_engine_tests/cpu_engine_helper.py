@@ -40,6 +40,23 @@ def run(f, arrays, gy_seed=7):
     return [y.array] + [v.grad for v in variables], y
 
 
+def run_double(f, arrays, seed=7):
+    """``f(*arrays)``, the inputs' gradients ``gx`` for a random ``gy``,
+    and ``d <ggx, gx> / d (inputs, gy)`` for random ``ggx`` (zeros where
+    nothing flows back)."""
+    rng = numpy.random.RandomState(seed)
+    inputs = [chainer.Variable(a.copy(order='K')) for a in arrays]
+    y = f(*inputs)
+    gy = chainer.Variable(rng.standard_normal(y.shape).astype(y.dtype))
+    gxs = chainer.grad([y], inputs, [gy], enable_double_backprop=True)
+    ggxs = [chainer.Variable(rng.standard_normal(a.shape).astype(a.dtype))
+            for a in arrays]
+    ggs = chainer.grad(gxs, inputs + [gy], ggxs)
+    return [y.array] + [g.array for g in gxs] + [
+        numpy.zeros_like(v.array) if g is None else g.array
+        for v, g in zip(inputs + [gy], ggs)]
+
+
 def assert_same(expected, actual, **tol):
     assert len(expected) == len(actual)
     for e, a in zip(expected, actual):

@@ -15,6 +15,7 @@ from cpu_engine_helper import assert_same
 from cpu_engine_helper import is_channel_major
 from cpu_engine_helper import layout
 from cpu_engine_helper import run
+from cpu_engine_helper import run_double
 from cpu_engine_helper import TOL32
 
 # The package's ``convolution_2d`` is the function; this is its module.
@@ -149,3 +150,55 @@ def test_falls_back_to_chainer(kwargs):
     assert not isinstance(y.creator, Convolution2DFunction)
     numpy.testing.assert_array_equal(
         y.array, F.convolution_2d(x, W, None, 2, 1, **kwargs).array)
+
+
+# float16 results of the engine are float32 ones rounded once, Chainer's
+# are float16 sums.
+DOUBLE_TOL = {numpy.float16: dict(atol=1e-2, rtol=1e-2),
+              numpy.float32: TOL32,
+              numpy.float64: dict(atol=1e-10, rtol=1e-10)}
+
+
+@pytest.mark.parametrize('case', CASES[:4] + CASES[-1:])
+@pytest.mark.parametrize('bias', [False, True])
+@pytest.mark.parametrize('dtype', [numpy.float16, numpy.float32,
+                                   numpy.float64])
+@pytest.mark.parametrize('path', ['onednn', 'numpy'])
+def test_double_backward_matches_chainer(case, bias, dtype, path,
+                                         monkeypatch):
+    onednn_or_skip(path)
+    monkeypatch.setattr(convolution_module, 'ONEDNN_MIN_PIXELS', 0)
+    monkeypatch.setattr(convolution_module, 'ONEDNN_MIN_PIXELS_1X1', 0)
+    n, c, h, w, out_c, k, stride, pad = case
+    kh, kw = pair(k)
+    rng = numpy.random.RandomState(4)
+    arrays = [layout(rng.standard_normal((n, c, h, w)).astype(dtype),
+                     'channel-major'),
+              rng.standard_normal((out_c, c, kh, kw)).astype(dtype)]
+    if bias:
+        arrays.append(rng.standard_normal(out_c).astype(dtype))
+    expected = run_double(
+        lambda *a: F.convolution_2d(*a, stride=stride, pad=pad), arrays)
+    with chainer.using_config('cpu_onednn', path == 'onednn'):
+        actual = run_double(
+            lambda *a: cpu_engine.convolution_2d(*a, stride=stride, pad=pad),
+            arrays)
+    assert_same(expected, actual, **DOUBLE_TOL[dtype])
+
+
+@pytest.mark.parametrize('case', [(2, 3, 5, 4, 2, 3, 1, 1),
+                                  (1, 2, 5, 5, 3, 3, 2, 1),
+                                  (2, 3, 4, 5, 2, 1, 2, 0)])
+@pytest.mark.parametrize('bias', [False, True])
+def test_gradient_check_double_backward(case, bias):
+    n, c, h, w, out_c, k, stride, pad = case
+    rng = numpy.random.RandomState(5)
+    arrays = [rng.standard_normal((n, c, h, w)),
+              rng.standard_normal((out_c, c, k, k)),
+              rng.standard_normal(out_c)][:3 if bias else 2]
+    y = F.convolution_2d(*arrays, stride=stride, pad=pad)
+    gradient_check.check_double_backward(
+        lambda *a: cpu_engine.convolution_2d(*a, stride=stride, pad=pad),
+        arrays, rng.standard_normal(y.shape),
+        [rng.standard_normal(a.shape) for a in arrays],
+        dtype=numpy.float64, atol=1e-6, rtol=1e-5)

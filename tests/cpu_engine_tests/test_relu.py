@@ -1,5 +1,6 @@
 """cpu_engine.relu and add_relu against chainer.functions.relu."""
 import chainer.functions as F
+from chainer import gradient_check
 import numpy
 import pytest
 
@@ -9,6 +10,7 @@ from cpu_engine_helper import assert_same
 from cpu_engine_helper import KERNELS
 from cpu_engine_helper import layout
 from cpu_engine_helper import run
+from cpu_engine_helper import run_double
 from cpu_engine_helper import use_kernels
 
 
@@ -32,3 +34,29 @@ def test_relu_and_add_relu_match_chainer(shape, kind, kernels, monkeypatch):
     actual, y = run(cpu_engine.add_relu, [a, b])
     assert isinstance(y.creator, ReLU)
     assert_same(expected, actual, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize('dtype', [numpy.float16, numpy.float32,
+                                   numpy.float64])
+@pytest.mark.parametrize('kernels', KERNELS)
+def test_double_backward_matches_chainer(dtype, kernels, monkeypatch):
+    use_kernels(kernels, monkeypatch)
+    rng = numpy.random.RandomState(14)
+    a, b = [layout(rng.standard_normal((3, 4, 5, 6)).astype(dtype),
+                   'channel-major') for _ in range(2)]
+    assert_same(run_double(F.relu, [a]), run_double(cpu_engine.relu, [a]),
+                atol=0, rtol=0)
+    assert_same(run_double(lambda u, v: F.relu(u + v), [a, b]),
+                run_double(cpu_engine.add_relu, [a, b]), atol=0, rtol=0)
+
+
+def test_gradient_check_double_backward():
+    rng = numpy.random.RandomState(15)
+    x = rng.uniform(0.1, 1, (2, 3, 4, 5)) * rng.choice([-1, 1], (2, 3, 4, 5))
+    shortcut = rng.standard_normal(x.shape)
+    gy, ggx, ggs = [rng.standard_normal(x.shape) for _ in range(3)]
+    gradient_check.check_double_backward(
+        cpu_engine.relu, x, gy, ggx, dtype=numpy.float64)
+    gradient_check.check_double_backward(
+        cpu_engine.add_relu, (x - shortcut, shortcut), gy, (ggx, ggs),
+        dtype=numpy.float64)
