@@ -17,12 +17,15 @@ each image with its own seeded generator as the training iterator gives:
               resized (the defaults)
 
 Rounds alternate the paths so that load from other processes meets all of
-them alike. It prints each path's images/s per round and their medians, the
-median ratio to the old path with each round's, a profile of the steps of
-one image, and how far each path's pixels are from the old path's on the
-same seeds (in levels of 0..255).
+them alike; each path and round runs in a new process forked from the
+benchmark's, as a loader process runs one path alone. It prints each path's
+images/s per round and their medians, the median ratio to the old path
+with each round's, a profile of the steps of one image (each step alone),
+and how far each path's pixels are from the old path's on the same seeds
+(in levels of 0..255).
 """
 import argparse
+import multiprocessing
 import tempfile
 import time
 
@@ -34,6 +37,7 @@ from benchmarks.photos import write_photos
 import datasets
 from datasets import crop_window
 from datasets import decoding
+
 
 #: ``(name, TrainTransform keyword arguments)`` of the timed paths.
 PATHS = (('old', dict(decoder='pillow', resize_whole_image=True)),
@@ -48,17 +52,27 @@ def cpu_seconds(fn, n):
     return time.process_time() - start
 
 
+def images_per_second(transform, paths, n):
+    """Images/s of ``transform`` after a warm-up over the images."""
+    def run(i):
+        return transform((paths[i % len(paths)], 0),
+                         numpy.random.default_rng([0, i]))
+    cpu_seconds(run, len(paths))
+    return n / cpu_seconds(run, n)
+
+
 def transform_rates(transforms, paths, n, rounds):
-    """Images/s of every transform per round, the order alternating."""
-    def run(transform):
-        return lambda i: transform((paths[i % len(paths)], 0),
-                                   numpy.random.default_rng([0, i]))
-    for transform in transforms.values():  # warm-up
-        cpu_seconds(run(transform), len(paths))
+    """Images/s of every transform per round, the order alternating; each
+    measured in a process of its own forked from this one, as a loader runs
+    one transform in its own process (its heap holds that path's
+    allocations alone)."""
     rates = {name: [] for name in transforms}
-    for r in range(rounds):
-        for name in sorted(transforms, reverse=bool(r % 2)):
-            rates[name].append(n / cpu_seconds(run(transforms[name]), n))
+    with multiprocessing.get_context('fork').Pool(1, maxtasksperchild=1) \
+            as pool:
+        for r in range(rounds):
+            for name in sorted(transforms, reverse=bool(r % 2)):
+                rates[name].append(pool.apply(
+                    images_per_second, (transforms[name], paths, n)))
     return rates
 
 
@@ -93,6 +107,7 @@ def profile(paths, side, crop, n):
         steps.insert(1, ('decode, simplejpeg',
                          lambda i: decoding.load_rgb(path, side,
                                                      'simplejpeg')))
+
     for name, fn in steps:
         fn(0)
         ms = min(cpu_seconds(fn, n) for _ in range(3)) / n * 1e3
