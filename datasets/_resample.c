@@ -167,7 +167,7 @@ static int resize(const uint8_t *src, int H, int W, uint8_t *out, int h,
     mid_rows = vertical_first ? h : rows;
     window = malloc((size_t)cols * mid_rows * 3);
     across = malloc((size_t)w * mid_rows * 3);
-    temp = malloc((size_t)(vertical_first ? h * cols : rows * w) * 3);
+    temp = malloc(3 * (vertical_first ? (size_t)h * cols : (size_t)rows * w));
     longest = mid_rows > w ? mid_rows : w;
     longest = cols > longest ? cols : longest;
     acc = malloc(3 * (size_t)longest * sizeof(int32_t));
