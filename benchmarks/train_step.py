@@ -335,7 +335,8 @@ def transform_rate(crop_size, n):
         parts = {
             'total': lambda: transform((path, 0), rng),
             'decode+resize': lambda: transform._load(path),
-            'normalize': lambda: transform._normalize(image, 3, 5, True),
+            'normalize': lambda: transform._normalize(
+                image[3:3 + crop_size, 5:5 + crop_size], 3, 5, True),
         }
         seconds = {}
         for name, fn in parts.items():

@@ -14,5 +14,6 @@ from datasets.transforms import resize_for  # NOQA
 from datasets.transforms import TrainTransform  # NOQA
 from datasets.transforms import ValTransform  # NOQA
 from datasets.converter import SkippingConverter  # NOQA
+from datasets.decoding import DECODERS  # NOQA
 from datasets.decoding import UndecodableImageError  # NOQA
 from datasets.validation import validation_iterator  # NOQA

@@ -9,7 +9,10 @@ int32 and ``class_names``; :func:`load` reads it back (every worker reads
 its own copy: it is a file read, not a directory walk). The transforms here
 are those of :mod:`datasets.transforms` without the decoding: the same crop
 and flip from the same per-sample generator, so a run sees the same
-minibatches from the ``.npz`` as from the image files.
+minibatches from the ``.npz`` as from the image files with
+``resize_whole_image`` (``--resize-whole-image``; by default the files' crops
+are resized from their box alone, :mod:`datasets.crop_window`, and a few
+pixels differ by one level).
 
     python -m datasets.in_memory DATASET OUT.npz [--crop-size 32] [--root R]
 """

@@ -4,11 +4,21 @@ Both map a ``(path, label)`` example to a ``(3, crop, crop)`` float32 image
 ``(pixel - mean) / 255`` and an int32 label. The training transform takes a
 ``numpy.random.Generator`` so that augmentation is reproducible per sample,
 whichever loader process runs it.
+
+The crop is that of the image resized to ``resize`` (shorter side) and
+centre-cropped to a square. By default only the crop's box of the decoded
+image is resized (:mod:`datasets.crop_window`); ``resize_whole_image``
+resizes the whole image, then crops, as :func:`datasets.decoding.load_square`
+does (a few pixels differ by one level between the two).
 """
 import os
 
 import numpy
 
+from datasets.crop_window import resize_box
+from datasets.crop_window import source_box
+from datasets.decoding import choose_decoder
+from datasets.decoding import load_rgb
 from datasets.decoding import load_square
 from datasets.decoding import UndecodableImageError
 from errors import InputError
@@ -47,8 +57,12 @@ def load_mean(path, resize):
 
 
 class _CropTransform(object):
+    """Args: ``decoder`` is ``'auto'`` (simplejpeg where installed) or
+    ``'pillow'`` (:func:`datasets.decoding.choose_decoder`);
+    ``resize_whole_image`` resizes the whole image before cropping."""
 
-    def __init__(self, crop_size, mean, resize=None, skip_bad_images=False):
+    def __init__(self, crop_size, mean, resize=None, skip_bad_images=False,
+                 decoder='auto', resize_whole_image=False):
         self.crop_size = crop_size
         self.skip_bad_images = skip_bad_images
         self.resize = resize or resize_for(crop_size)
@@ -56,32 +70,53 @@ class _CropTransform(object):
             raise ParameterError(
                 'crop_size', crop_size,
                 'at most the resized image side {}'.format(self.resize))
+        self.decoder = choose_decoder(decoder)
+        self.resize_whole_image = resize_whole_image
         self.mean = mean if mean.ndim == 3 else mean.reshape(3, 1, 1)
         self.scale = numpy.float32(1.0 / 255.0)
         self.scaled_mean = self.mean * self.scale
 
     def _load(self, path):
-        """The resized image, or None for an undecodable one when skipping;
-        an image decoded already (:mod:`datasets.in_memory`) as it is."""
+        """The resized square image, or None for an undecodable one when
+        skipping; an image decoded already (:mod:`datasets.in_memory`) as
+        it is."""
         if isinstance(path, numpy.ndarray):
             return path
+        return self._decode(load_square, path)
+
+    def _crop(self, path, top, left):
+        """The ``crop_size`` uint8 crop at ``(top, left)`` of the resized
+        square image, or None for an undecodable one when skipping."""
+        c = self.crop_size
+        if self.resize_whole_image or isinstance(path, numpy.ndarray):
+            image = self._load(path)
+            return None if image is None else image[top:top + c, left:left + c]
+        pixels = self._decode(load_rgb, path)
+        if pixels is None:
+            return None
+        height, width = pixels.shape[:2]
+        return resize_box(
+            pixels, source_box(width, height, self.resize, top, left, c), c)
+
+    def _decode(self, load, path):
         try:
-            return load_square(path, self.resize)
+            return load(path, self.resize, self.decoder)
         except UndecodableImageError:
             if self.skip_bad_images:
                 return None
             raise
 
-    def _normalize(self, image, top, left, flip=False):
+    def _normalize(self, crop, top, left, flip=False):
         """``(crop - mean) / 255`` in CHW, as ``crop / 255 - mean / 255``.
 
         One scaling cast of the uint8 crop into a fresh float32 buffer and
         one in-place subtraction of the pre-scaled mean: about 3x cheaper
         than a mixed-type subtraction, which NumPy casts through buffers.
-        A flip mirrors the crop together with its window of a per-pixel mean.
+        ``(top, left)`` places the crop in the resized image, for a
+        per-pixel mean; a flip mirrors the crop with its window of the mean.
         """
         c = self.crop_size
-        crop = image[top:top + c, left:left + c].transpose(2, 0, 1)
+        crop = crop.transpose(2, 0, 1)
         mean = self.scaled_mean
         if mean.shape[1] != 1:
             mean = mean[:, top:top + c, left:left + c]
@@ -101,12 +136,12 @@ class TrainTransform(_CropTransform):
 
     def __call__(self, example, rng):
         path, label = example
-        image = self._load(path)
-        if image is None:
-            return None
         top, left = rng.integers(0, self.resize - self.crop_size + 1, size=2)
         flip = rng.random() < 0.5
-        return self._normalize(image, top, left, flip), numpy.int32(label)
+        crop = self._crop(path, top, left)
+        if crop is None:
+            return None
+        return self._normalize(crop, top, left, flip), numpy.int32(label)
 
 
 class ValTransform(_CropTransform):
@@ -115,8 +150,8 @@ class ValTransform(_CropTransform):
 
     def __call__(self, example):
         path, label = example
-        image = self._load(path)
-        if image is None:
-            return None
         offset = (self.resize - self.crop_size) // 2
-        return self._normalize(image, offset, offset), numpy.int32(label)
+        crop = self._crop(path, offset, offset)
+        if crop is None:
+            return None
+        return self._normalize(crop, offset, offset), numpy.int32(label)

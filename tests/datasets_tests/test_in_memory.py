@@ -33,8 +33,9 @@ def test_packed_examples_match_the_files(folders, tmp_path):
     assert dataset.class_names == class_names == ['a_first', 'b_second']
     assert list(dataset.labels) == [0, 0, 0, 1, 1, 1]
     mean = transforms.IMAGENET_MEAN
-    train = transforms.TrainTransform(32, mean)
-    val = transforms.ValTransform(32, mean)
+    # The .npz holds whole resized images, as resize_whole_image decodes.
+    train = transforms.TrainTransform(32, mean, resize_whole_image=True)
+    val = transforms.ValTransform(32, mean, resize_whole_image=True)
     for i in range(len(dataset)):
         for seed in range(4):  # crops and flips of both kinds
             x, t = train(files[i], numpy.random.default_rng([seed, i]))

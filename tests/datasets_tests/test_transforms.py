@@ -2,6 +2,7 @@ import numpy
 import pytest
 from PIL import Image
 
+from benchmarks.photos import write_photos
 import datasets
 import errors
 
@@ -65,3 +66,80 @@ def test_library_errors_name_parameters_and_files_not_flags(tmp_path):
     with pytest.raises(errors.InputError) as e:
         datasets.load_mean(missing, 36)
     assert str(e.value) == '{}: no such file'.format(missing)
+
+
+@pytest.fixture(scope='module')
+def photos(tmp_path_factory):
+    return write_photos(str(tmp_path_factory.mktemp('photos')))
+
+
+def older_train_transform(path, crop, side, rng):
+    """The training transform as it was written before the crop box:
+    Pillow decodes, resizes the whole image, crops, normalizes."""
+    with Image.open(path) as image:
+        image.draft('RGB', (side, side))
+        image = image.convert('RGB')
+        w, h = image.size
+        scale = side / min(w, h)
+        new_w, new_h = max(side, round(w * scale)), max(side, round(h * scale))
+        left, top = (new_w - side) // 2, (new_h - side) // 2
+        square = numpy.asarray(image.resize((new_w, new_h), Image.BILINEAR)
+                               .crop((left, top, left + side, top + side)))
+    top, left = rng.integers(0, side - crop + 1, size=2)
+    flip = rng.random() < 0.5
+    x = square[top:top + crop, left:left + crop].transpose(2, 0, 1)
+    if flip:
+        x = x[:, :, ::-1]
+    scale = numpy.float32(1 / 255)
+    out = numpy.empty(x.shape, numpy.float32)
+    numpy.multiply(x, scale, out=out, dtype=numpy.float32)
+    out -= datasets.transforms.IMAGENET_MEAN.reshape(3, 1, 1) * scale
+    return out
+
+
+def test_pillow_and_the_whole_image_give_the_older_pixels_bit_for_bit(
+        photos):
+    mean = datasets.load_mean(None, 256)
+    t = datasets.TrainTransform(224, mean, 256, decoder='pillow',
+                                resize_whole_image=True)
+    for path in photos:
+        for seed in range(4):
+            x, _ = t((path, 0), numpy.random.default_rng(seed))
+            numpy.testing.assert_array_equal(x, older_train_transform(
+                path, 224, 256, numpy.random.default_rng(seed)))
+
+
+@pytest.mark.parametrize('decoder', ['auto', 'pillow'])
+def test_the_crop_box_is_within_one_level_of_the_whole_image(photos,
+                                                             decoder):
+    """Same seed, same crop and flip: the generator is drawn alike, and
+    the pixels differ by at most one level in under 1% of the values."""
+    mean = datasets.load_mean(None, 256)
+    fast = datasets.TrainTransform(224, mean, 256, decoder=decoder)
+    whole = datasets.TrainTransform(224, mean, 256, decoder='pillow',
+                                    resize_whole_image=True)
+    levels = []
+    for path in photos:
+        for seed in range(4):
+            rng_fast = numpy.random.default_rng(seed)
+            rng_whole = numpy.random.default_rng(seed)
+            x, _ = fast((path, 0), rng_fast)
+            y, _ = whole((path, 0), rng_whole)
+            assert rng_fast.random() == rng_whole.random()
+            levels.append(numpy.rint(255 * numpy.abs(x - y)))
+    levels = numpy.concatenate(levels)
+    assert levels.max() <= 1 and levels.mean() < 0.01
+
+
+def test_the_validation_crop_box_is_within_one_level_too(photos):
+    mean = datasets.load_mean(None, 256)
+    x, _ = datasets.ValTransform(224, mean, 256)((photos[0], 0))
+    y, _ = datasets.ValTransform(224, mean, 256, decoder='pillow',
+                                 resize_whole_image=True)((photos[0], 0))
+    assert numpy.abs(x - y).max() <= 1.001 / 255
+
+
+def test_an_unknown_decoder_is_refused():
+    with pytest.raises(errors.ParameterError, match='decoder must be'):
+        datasets.TrainTransform(32, datasets.load_mean(None, 36), 36,
+                                decoder='turbo')

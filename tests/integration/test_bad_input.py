@@ -131,6 +131,7 @@ def test_every_worker_stops_on_bad_input_and_reports_once(mpirun, images):
     (['--resize', '20'], '--crop-size must be at most --resize (20), got 32'),
     (['--crop-size', '40', '--resize', '36'],
      '--crop-size must be at most --resize (36), got 40'),
+    (['--decoder', 'turbo'], '--decoder must be auto or pillow, got turbo'),
 ])
 def test_flags_checked_before_training(flags, expected, tmp_path):
     assert expected in train('--demo', '--out', str(tmp_path), *flags)
