@@ -3,7 +3,7 @@
 
     python -m benchmarks.train_step [--sizes 224 64] [--batchsize 32]
         [--steps 5] [--rounds 3] [--stock] [--no-torch] [--no-configure]
-        [--transform]
+        [--transform] [--profile]
 
 A step is the project's: forward, softmax cross-entropy, backward and the
 recipe's optimizer update (``--recipe``, RMSprop warm-up by default, with
@@ -20,10 +20,14 @@ of a 2048^3 NumPy matmul; the best step's images/s, the least disturbed by
 other processes on a shared machine, comes with it. ``--stock`` also times
 the same model with the fast paths of :mod:`cpu_engine` off (Chainer's own
 CPU functions). If PyTorch is importable it times the same network written
-in PyTorch (eager) with the same update (:func:`torch_update`) and prints
-the ratio.
+in PyTorch (eager) with the same update (:func:`torch_update`), in both of
+its memory formats, NCHW (``pytorch``) and channels-last (``pytorch-cl``),
+and prints the ratio to each and to the faster of the two in this run
+(``pytorch-best``).
 Rounds alternate the implementations so that machine noise hits all of them
-alike; the spread of the per-round ratios is printed too. ``--transform``
+alike; the spread of the per-round ratios is printed too. ``--profile``
+also prints where the time of ``--steps`` more steps goes, by kind of work
+(:mod:`benchmarks.step_profile`). ``--transform``
 also prints the per-core images/s of the training transform (Pillow decode,
 resize, random crop, flip, mean subtraction) on a synthetic ImageNet-sized
 JPEG.
@@ -40,6 +44,7 @@ import chainer.links as L
 import numpy
 from PIL import Image
 
+from benchmarks import step_profile
 import cpu_engine
 from cpu_engine import cpu_runtime
 from cpu_engine import updates
@@ -195,9 +200,11 @@ def torch_update(model, optimizer, recipe):
     return update
 
 
-def torch_step(size, batchsize, optimizer, recipe, device='cpu'):
+def torch_step(size, batchsize, optimizer, recipe, device='cpu',
+               memory_format=None):
     """The same network and step in PyTorch (eager), with the same update,
-    on the torch ``device``."""
+    on the torch ``device``; model and input in ``memory_format``
+    (``torch.channels_last``), else NCHW."""
     nn = torch.nn
 
     class Bottleneck(nn.Module):
@@ -243,8 +250,11 @@ def torch_step(size, batchsize, optimizer, recipe, device='cpu'):
             return self.fc(self.blocks(h).mean((2, 3)))
 
     model = ResNet50().to(device)
-    update = torch_update(model, optimizer, recipe)
     x = torch.randn(batchsize, 3, size, size, device=device)
+    if memory_format is not None:
+        model = model.to(memory_format=memory_format)
+        x = x.to(memory_format=memory_format)
+    update = torch_update(model, optimizer, recipe)
     t = torch.randint(0, 1000, (batchsize,), device=device)
 
     def step():
@@ -272,6 +282,53 @@ def _stock(step):
     return run
 
 
+def rates(times, batchsize):
+    """Images/s per implementation from ``{name: [[seconds per step] per
+    round]}``: the median over all steps, per round, and of the best step.
+    """
+    median, per_round, best = {}, {}, {}
+    for name, rounds in times.items():
+        per_step = [t for r in rounds for t in r]
+        median[name] = batchsize / numpy.median(per_step)
+        per_round[name] = [batchsize / numpy.median(r) for r in rounds]
+        best[name] = batchsize / min(per_step)
+    return median, per_round, best
+
+
+def faster(median, names):
+    """The one of ``names`` with the most images/s in ``median``."""
+    return max(names, key=median.__getitem__)
+
+
+def ratio_line(ours, other, median, per_round, best, label=None):
+    """``ours / other`` of the median images/s, per round and of the best
+    steps; ``label`` names ``other`` (``pytorch-best``), which follows."""
+    per_round = ' '.join('{:.2f}'.format(a / b) for a, b in zip(
+        per_round[ours], per_round[other]))
+    if label is not None:
+        per_round = '{}; per round {}'.format(other, per_round)
+    else:
+        per_round = 'per round ' + per_round
+    return '  {} / {:<13} {:5.2f}  ({}; best steps {:.2f})'.format(
+        ours, label or other, median[ours] / median[other], per_round,
+        best[ours] / best[other])
+
+
+def print_profile(step, optimizer, steps):
+    """Runs ``steps`` steps under :class:`StepProfile` and prints seconds
+    per step by kind of work."""
+    with step_profile.StepProfile(optimizer) as profile:
+        for _ in range(steps):
+            step()
+    seconds = profile.per_step(steps)
+    total = sum(seconds.values())
+    print('  profile, chainer, mean of {} steps of {:.3f} s:'.format(
+        steps, total))
+    for kind in step_profile.KINDS:
+        print('    {:<22} {:7.3f} s  {:4.0%}'.format(
+            kind, seconds[kind], seconds[kind] / total))
+
+
 def benchmark(size, args):
     peak = gemm_peak()
     fast, flops, optimizer = chainer_step(size, args.batchsize,
@@ -283,6 +340,9 @@ def benchmark(size, args):
     if torch is not None and not args.no_torch:
         steps['pytorch'] = torch_step(size, args.batchsize, optimizer,
                                       args.recipe)
+        steps['pytorch-cl'] = torch_step(
+            size, args.batchsize, optimizer, args.recipe,
+            memory_format=torch.channels_last)
     times = {name: [] for name in steps}
     for _ in range(args.rounds):
         for name, step in steps.items():
@@ -292,26 +352,23 @@ def benchmark(size, args):
           '{4:.2f} GFLOP per image'.format(
               size, args.batchsize, cpu_runtime.num_threads(), peak,
               flops / 1e9))
-    rate, round_rates, best = {}, {}, {}
+    median, per_round, best = rates(times, args.batchsize)
     for name, rounds in times.items():
         per_step = [t for r in rounds for t in r]
-        rate[name] = args.batchsize / numpy.median(per_step)
-        round_rates[name] = [args.batchsize / numpy.median(r) for r in rounds]
-        best[name] = args.batchsize / min(per_step)
         print('  {:<14} {:7.2f} images/s  {:6.1f} GFLOP/s = {:4.0%} of peak '
               '(best step {:.2f} images/s, steps {:.2f}..{:.2f} s)'.format(
-                  name, rate[name], rate[name] * flops / 1e9,
-                  rate[name] * flops / 1e9 / peak, best[name],
+                  name, median[name], median[name] * flops / 1e9,
+                  median[name] * flops / 1e9 / peak, best[name],
                   min(per_step), max(per_step)))
-    for other in ('pytorch', 'chainer-stock'):
-        if other in rate:
-            per_round = [a / b for a, b in zip(round_rates['chainer'],
-                                               round_rates[other])]
-            print('  chainer / {:<13} {:5.2f}  (per round {}; best steps '
-                  '{:.2f})'.format(
-                      other, rate['chainer'] / rate[other],
-                      ' '.join('{:.2f}'.format(r) for r in per_round),
-                      best['chainer'] / best[other]))
+    for other in ('pytorch', 'pytorch-cl', 'chainer-stock'):
+        if other in median:
+            print(ratio_line('chainer', other, median, per_round, best))
+    if 'pytorch' in median:
+        fastest = faster(median, ('pytorch', 'pytorch-cl'))
+        print(ratio_line('chainer', fastest, median, per_round, best,
+                         label='pytorch-best'))
+    if args.profile:
+        print_profile(fast, optimizer, args.steps)
 
 
 def transform_rate(crop_size, n):
@@ -369,6 +426,9 @@ def parse_args(argv=None):
                         help='keep glibc\'s default allocator settings')
     parser.add_argument('--transform', action='store_true',
                         help='also time the training transform per core')
+    parser.add_argument('--profile', action='store_true',
+                        help='also print where the time of --steps more of '
+                        'our steps goes, by kind of work')
     recipes.add_arguments(parser)
     args = parser.parse_args(argv)
     for flag in ('batchsize', 'steps', 'rounds'):

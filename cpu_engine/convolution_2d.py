@@ -171,9 +171,11 @@ class Convolution2DFunction(function_node.FunctionNode):
         self.onednn = _uses_onednn(x, W, (self.sy, self.sx), out_h, out_w)
         if self.onednn:
             y = numpy.empty((out_c, n * out_h * out_w), x.dtype)
+            # x in oneDNN's layout, for the weight gradient.
+            self.kept = []
             onednn.convolution(
                 [('forward', x, W, nchw(y.reshape(out_c, n, out_h, out_w)))],
-                (self.sy, self.sx), (self.ph, self.pw))
+                (self.sy, self.sx), (self.ph, self.pw), self.kept)
         else:
             y = _convolve(W.reshape(out_c, -1), x.transpose(1, 0, 2, 3),
                           kh, kw, self.sy, self.sx, self.ph, self.pw, out_h,
@@ -242,7 +244,8 @@ class Convolution2DGrad(function_node.FunctionNode):
                 propagations.append(('backward_weights', x, grads[-1], gy))
             else:
                 grads.append(gy.sum(axis=(0, 2, 3)))
-        onednn.convolution(propagations, (f.sy, f.sx), (f.ph, f.pw))
+        onednn.convolution(propagations, (f.sy, f.sx), (f.ph, f.pw), f.kept)
+        f.kept = None
         return tuple(grads)
 
     def _grad_x(self, W, gyc):

@@ -8,7 +8,8 @@ direct convolutions (``jit:avx2``, ``jit:avx512_core``, ...) build no
 im2col matrix: they work on channel-blocked copies of the activations
 (``nChw8c`` or ``nChw16c``), so every call reorders its operands from the
 caller's layout into the primitive's and the result back, as PyTorch's
-eager CPU convolutions do.
+eager CPU convolutions do; the forward pass's reordered input is kept for
+the weight gradient (``kept`` of :func:`convolution`).
 
 :func:`available` says whether the library could be loaded; without it
 :mod:`cpu_engine.convolution_2d` uses its NumPy GEMMs. Primitives are built
@@ -203,13 +204,14 @@ class _Operand(object):
     def bind(self, array, scope):
         """The memory to hand the primitive for ``array``, in ``scope``.
 
-        An input is reordered now, unless ``scope`` already holds it in
-        this layout; an output's reorder is left to ``scope.finish``.
+        An input is reordered now, unless ``scope`` already holds a copy
+        of it in this layout; an output's reorder is left to
+        ``scope.finish``.
         """
         if self.reorder is not None and not self.is_output:
-            mem = scope.find(array, self.md)
-            if mem is not None:
-                return mem
+            buf = scope.find(array, self.md)
+            if buf is not None:
+                return scope.memory(self.md, buf)
         user = scope.memory(self.user_md, array)
         if self.reorder is None:
             return user
@@ -221,19 +223,22 @@ class _Operand(object):
         else:
             _execute(self.reorder, ((ARG_SRC, user), (ARG_DST, mem)),
                      'reorder')
-            scope.reordered.append((array, self.md, mem))
+            scope.reordered.append((array, self.md, buf))
         return mem
 
 
 class _Scope(object):
-    """Memory objects of primitives run together, and their reordered inputs.
+    """Memory objects of primitives run together, and the copies of inputs
+    in the primitives' layouts: ``(array, layout, copy)``, made here
+    (``reordered``) or by an earlier call (``kept``).
 
     Keeps every array a memory object points to alive until the memory is
     destroyed on exit.
     """
 
-    def __init__(self):
+    def __init__(self, kept=()):
         self.memories = []
+        self.kept = kept
         self.reordered = []
         self.pending = []
 
@@ -243,9 +248,10 @@ class _Scope(object):
         return mem
 
     def find(self, array, md):
-        for a, a_md, mem in self.reordered:
+        """A copy of ``array`` in the layout ``md``, or None."""
+        for a, a_md, buf in self.reordered + list(self.kept):
             if a is array and _lib.dnnl_memory_desc_equal(a_md, md):
-                return mem
+                return buf
         return None
 
     def finish(self):
@@ -332,18 +338,21 @@ class _Convolution(object):
 _primitives = {}
 
 
-def convolution(propagations, stride, pad):
+def convolution(propagations, stride, pad, kept=None):
     """Run propagations of one float32 2-D convolution, in place.
 
     ``propagations`` is a list of ``(propagation, x, W, y)``: ``'forward'``
     writes ``y``; ``'backward_data'`` writes ``x``, the input gradient, from
     ``y``, the output gradient; ``'backward_weights'`` writes ``W``. An
     input that several of them read in the same layout (the output gradient
-    of the two backward propagations) is reordered once. ``stride`` and
-    ``pad`` are (y, x) pairs; the padding after the input follows from the
-    shapes.
+    of the two backward propagations) is reordered once. ``kept``, a list,
+    carries copies from call to call: the reordered ``x`` of a
+    ``'forward'`` is added to it, and a later ``'backward_weights'`` given
+    the same list reads that copy instead of reordering ``x`` again.
+    ``stride`` and ``pad`` are (y, x) pairs; the padding after the input
+    follows from the shapes.
     """
-    with _Scope() as scope:
+    with _Scope(kept or ()) as scope:
         for propagation, x, W, y in propagations:
             key = (propagation, _layout(x), _layout(W), _layout(y), stride,
                    pad)
@@ -354,3 +363,5 @@ def convolution(propagations, stride, pad):
                 primitive = _primitives[key] = _Convolution(
                     propagation, x, W, y, stride, pad, pad_r)
             primitive(x, W, y, scope)
+            if propagation == 'forward' and kept is not None:
+                kept.extend(c for c in scope.reordered if c[0] is x)

@@ -4,6 +4,7 @@ import chainer
 import numpy
 import pytest
 
+from benchmarks import step_profile
 from benchmarks import train_step
 from optimizers import recipes
 
@@ -67,8 +68,72 @@ def test_runs_and_prints_its_figures(capsys, monkeypatch):
     monkeypatch.setattr(train_step, 'TRANSFORM_REPEATS', 5)
     train_step.main(['--sizes', '32', '--batchsize', '2', '--steps', '1',
                      '--rounds', '1', '--stock', '--no-torch',
-                     '--transform'])
+                     '--transform', '--profile'])
     out = capsys.readouterr().out
     assert 'GEMM peak' in out and 'of peak' in out
     assert 'chainer / chainer-stock' in out
+    assert 'pytorch' not in out
     assert 'training transform, 32 px crop' in out
+    assert 'profile, chainer, mean of 1 steps' in out
+    for kind in step_profile.KINDS:
+        assert '    {} '.format(kind) in out
+
+
+def test_times_pytorch_in_both_memory_formats(capsys, monkeypatch):
+    pytest.importorskip('torch')
+    monkeypatch.setattr(train_step, 'PEAK_N', 256)
+    train_step.main(['--sizes', '32', '--batchsize', '2', '--steps', '1',
+                     '--rounds', '2'])
+    lines = capsys.readouterr().out.splitlines()
+    for row in ('pytorch ', 'pytorch-cl ', 'chainer / pytorch ',
+                'chainer / pytorch-cl ', 'chainer / pytorch-best '):
+        assert sum(line.lstrip().startswith(row) for line in lines) == 1
+
+
+def test_torch_step_keeps_the_memory_format():
+    torch = pytest.importorskip('torch')
+    recipe = train_step.parse_args([]).recipe
+    _, _, optimizer = train_step.chainer_step(32, 2, recipe)
+    calls = []
+    original = torch.nn.functional.conv2d
+
+    def conv2d(x, weight, *args, **kwargs):
+        calls.append(x.is_contiguous(memory_format=torch.channels_last)
+                     and weight.is_contiguous(
+                         memory_format=torch.channels_last))
+        return original(x, weight, *args, **kwargs)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(torch.nn.functional, 'conv2d', conv2d)
+        train_step.torch_step(32, 2, optimizer, recipe,
+                              memory_format=torch.channels_last)
+    assert calls and all(calls)
+
+
+def _times():
+    """Seconds per step, two rounds, of three implementations."""
+    return {'chainer': [[1.0, 2.0], [4.0]],
+            'pytorch': [[3.0], [5.0, 7.0]],
+            'pytorch-cl': [[2.0, 2.5], [3.0]]}
+
+
+def test_rates_are_images_per_second_of_the_median_round_and_best():
+    median, per_round, best = train_step.rates(_times(), 8)
+    assert median['chainer'] == 8 / numpy.median([1.0, 2.0, 4.0])
+    assert per_round['pytorch'] == [8 / 3.0, 8 / numpy.median([5.0, 7.0])]
+    assert best['pytorch-cl'] == 8 / 2.0
+
+
+def test_the_best_pytorch_is_the_faster_layout_of_the_run():
+    median, per_round, best = train_step.rates(_times(), 8)
+    fastest = train_step.faster(median, ('pytorch', 'pytorch-cl'))
+    assert fastest == 'pytorch-cl'
+    line = train_step.ratio_line('chainer', fastest, median, per_round,
+                                 best, label='pytorch-best')
+    name, ratio, rest = line.split(None, 4)[2:]
+    assert name == 'pytorch-best'
+    assert float(ratio) == pytest.approx(
+        numpy.median([2.0, 2.5, 3.0]) / numpy.median([1.0, 2.0, 4.0]),
+        abs=0.005)
+    assert rest.startswith('(pytorch-cl; per round {:.2f} {:.2f}; '.format(
+        2.25 / 1.5, 3.0 / 4.0))
+    assert rest.endswith('best steps {:.2f})'.format(2.0 / 1.0))

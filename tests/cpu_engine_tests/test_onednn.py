@@ -1,4 +1,5 @@
-"""cpu_engine.onednn: the library loads, and its GEMM is NumPy's."""
+"""cpu_engine.onednn: the library loads, its GEMM is NumPy's, and the
+forward's reordered input is kept for the weight gradient."""
 import platform
 import sys
 
@@ -37,3 +38,35 @@ def test_is_loaded_where_its_wheel_installs():
             and platform.machine() == 'x86_64'):
         pytest.skip('onednn-cpu-gomp has wheels for x86-64 Linux only')
     assert onednn.available()
+
+
+@needs_onednn
+def test_the_forward_copy_of_x_serves_the_weight_gradient(monkeypatch):
+    rng = numpy.random.RandomState(5)
+    # Channel-major x: the primitive reorders it into its blocked layout.
+    x = rng.standard_normal((16, 2, 8, 8)).astype(
+        numpy.float32).transpose(1, 0, 2, 3)
+    W = rng.standard_normal((16, 16, 3, 3)).astype(numpy.float32)
+    gy = rng.standard_normal((2, 16, 8, 8)).astype(numpy.float32)
+    kept = []
+    onednn.convolution([('forward', x, W, numpy.empty_like(gy))], (1, 1),
+                       (1, 1), kept)
+    assert [copy[0] is x for copy in kept] == [True]
+
+    reorders = []
+    execute = onednn._execute
+
+    def counting(primitive, args, what):
+        reorders.append(what == 'reorder')
+        return execute(primitive, args, what)
+    monkeypatch.setattr(onednn, '_execute', counting)
+    gWs, counts = [], []
+    for copies in (kept, None):
+        del reorders[:]
+        gWs.append(numpy.empty_like(W))
+        onednn.convolution([('backward_weights', x, gWs[-1], gy)], (1, 1),
+                           (1, 1), copies)
+        counts.append(sum(reorders))
+    # Without the kept copy, x is reordered again; the gradient is the same.
+    assert counts[1] == counts[0] + 1
+    assert gWs[0].tobytes() == gWs[1].tobytes()
