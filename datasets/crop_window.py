@@ -11,12 +11,16 @@ column in the resized image) to ``crop x crop``: the same filter at the
 same centres, on ``crop^2`` output pixels instead of ``new_w new_h`` (2.5x
 fewer for a 500x375 image resized to 341x256 and cropped to 224). Pillow
 takes the box in float32 and recomputes the scale from it, so a few pixels
-differ from the whole image's resize by one level.
+differ from the whole image's resize by one level. An image that is
+enlarged (its shorter side at most ``side``) is resized whole: it is small,
+and at the small integer ratios of such images sample centres often fall
+exactly on pixel boundaries, where the float32 box moves a filter's window.
 """
 import numpy
 from PIL import Image
 
 from datasets.decoding import resized_size
+from datasets.decoding import square
 
 try:
     from datasets import _resample
@@ -48,3 +52,14 @@ def resize_box(pixels, box, crop):
     out = numpy.empty((crop, crop, 3), numpy.uint8)
     _resample.resize_box(numpy.ascontiguousarray(pixels), out, *box)
     return out
+
+
+def crop_of_resized(pixels, side, top, left, crop):
+    """The ``crop`` square at ``(top, left)`` of the centre ``side`` square of
+    ``(H, W, 3)`` uint8 ``pixels`` resized: the resize of its box in the
+    source, or, for an image that is enlarged, of the whole image."""
+    height, width = pixels.shape[:2]
+    if min(width, height) <= side:
+        return square(pixels, side)[top:top + crop, left:left + crop]
+    return resize_box(
+        pixels, source_box(width, height, side, top, left, crop), crop)

@@ -69,7 +69,7 @@ def load_square(path, side, decoder='pillow'):
         if decoder == 'simplejpeg':
             pixels = _decode_jpeg(path, side)
             if pixels is not None:
-                return _square(Image.fromarray(pixels), side)
+                return square(pixels, side)
         with Image.open(path) as image:
             return _square(_draft_rgb(image, side), side)
 
@@ -91,6 +91,12 @@ def _naming_the_file(path):
             Image.DecompressionBombError) as e:
         raise UndecodableImageError('image {}: cannot be decoded ({})'
                                     .format(path, e))
+
+
+def square(pixels, side):
+    """The centre ``side`` square of ``(H, W, 3)`` uint8 ``pixels`` whose
+    shorter side is resized to ``side``, as :func:`load_square` makes it."""
+    return _square(Image.fromarray(pixels), side)
 
 
 def _draft_rgb(image, side):

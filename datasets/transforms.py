@@ -7,16 +7,16 @@ whichever loader process runs it.
 
 The crop is that of the image resized to ``resize`` (shorter side) and
 centre-cropped to a square. By default only the crop's box of the decoded
-image is resized (:mod:`datasets.crop_window`); ``resize_whole_image``
-resizes the whole image, then crops, as :func:`datasets.decoding.load_square`
-does (a few pixels differ by one level between the two).
+image is resized, unless the image is enlarged (:mod:`datasets.crop_window`);
+``resize_whole_image`` resizes the whole image, then crops, as
+:func:`datasets.decoding.load_square` does (a few pixels differ by one level
+between the two).
 """
 import os
 
 import numpy
 
-from datasets.crop_window import resize_box
-from datasets.crop_window import source_box
+from datasets.crop_window import crop_of_resized
 from datasets.decoding import choose_decoder
 from datasets.decoding import load_rgb
 from datasets.decoding import load_square
@@ -94,9 +94,7 @@ class _CropTransform(object):
         pixels = self._decode(load_rgb, path)
         if pixels is None:
             return None
-        height, width = pixels.shape[:2]
-        return resize_box(
-            pixels, source_box(width, height, self.resize, top, left, c), c)
+        return crop_of_resized(pixels, self.resize, top, left, c)
 
     def _decode(self, load, path):
         try:

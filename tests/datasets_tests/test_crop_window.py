@@ -93,3 +93,20 @@ def test_without_the_c_loops_pillow_resizes_to_the_same_pixels(
 def test_a_box_outside_the_image_or_empty_is_refused(photos, box):
     with pytest.raises(ValueError):
         crop_window.resize_box(photos[0], box, 8)
+
+
+def test_an_enlarged_image_is_resized_whole_then_cropped():
+    # 28 x 28 to 37: the centre of output row 18 is 18.5 x 28 / 37 = 14.0,
+    # a pixel boundary, where the float32 box would move the filter.
+    pixels = numpy.random.RandomState(0).randint(
+        0, 256, (28, 28, 3)).astype(numpy.uint8)
+    for top, left in ((2, 2), (0, 5), (5, 0)):
+        whole = decoding.square(pixels, 37)[top:top + 32, left:left + 32]
+        numpy.testing.assert_array_equal(
+            crop_window.crop_of_resized(pixels, 37, top, left, 32), whole)
+    big = numpy.random.RandomState(1).randint(
+        0, 256, (375, 500, 3)).astype(numpy.uint8)
+    box = crop_window.source_box(500, 375, 256, 7, 30, 224)
+    numpy.testing.assert_array_equal(
+        crop_window.crop_of_resized(big, 256, 7, 30, 224),
+        crop_window.resize_box(big, box, 224))
