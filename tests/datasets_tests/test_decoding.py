@@ -26,11 +26,17 @@ def test_any_image_mode_decodes_to_rgb(tmp_path, mode):
     assert image.shape == (36, 36, 3) and image.dtype == numpy.uint8
 
 
-def test_a_truncated_image_is_an_error_naming_the_file(tmp_path):
+def truncated_jpeg(tmp_path):
+    """A JPEG cut after its first 100 bytes."""
     path = str(tmp_path / 'cut.jpg')
     write_image(path, (50, 40), 'RGB', (9, 9, 9))
     with open(path, 'r+b') as f:
         f.truncate(100)
+    return path
+
+
+def test_a_truncated_image_is_an_error_naming_the_file(tmp_path):
+    path = truncated_jpeg(tmp_path)
     with pytest.raises(decoding.UndecodableImageError) as e:
         decoding.load_square(path, 36)
     message = str(e.value)
@@ -81,10 +87,7 @@ def test_a_missing_file_is_an_error_naming_it(tmp_path, decoder):
 
 @needs_simplejpeg
 def test_a_truncated_jpeg_is_pillows_error_with_simplejpeg_too(tmp_path):
-    path = str(tmp_path / 'cut.jpg')
-    write_image(path, (50, 40), 'RGB', (9, 9, 9))
-    with open(path, 'r+b') as f:
-        f.truncate(100)
+    path = truncated_jpeg(tmp_path)
     with pytest.raises(decoding.UndecodableImageError) as pillow:
         decoding.load_rgb(path, 36, 'pillow')
     with pytest.raises(decoding.UndecodableImageError) as fast:
