@@ -26,6 +26,7 @@ finalizes and removes its shared-memory files.
 import contextlib
 import multiprocessing.util
 import os
+import shutil
 import sys
 import tempfile
 import traceback
@@ -100,16 +101,49 @@ def node_ranks(mpi_comm):
                                  for host, r in ranks.items())
 
 
+#: Temporary folders of processes whose session folder is unusable start with
+#: this and the process's id.
+PRIVATE_TEMP_PREFIX = 'train_imagenet-'
+
+
 def use_the_jobs_session_directory():
     """Put this process's temporary files (multiprocessing's folder with the
     loaders' forkserver socket) in the folder that Open MPI's launcher
     gives it and removes when the job ends, however it ends; a process
-    that MPI_Abort ends cannot remove its own."""
+    that MPI_Abort ends cannot remove its own.
+
+    A forkserver's socket, SESSION/pymp-XXXXXXXX/listener-XXXXXXXX, must fit
+    the 107 bytes of an AF_UNIX path; where the session folder's path is too
+    long (a long host name, a deep TMPDIR), the files go to a folder of this
+    process's own in the system's temporary folder instead, removed at exit
+    and, after a kill, by the next process that starts there.
+    """
     session = os.environ.get('OMPI_FILE_LOCATION')
-    # A forkserver's socket, SESSION/pymp-XXXXXXXX/listener-XXXXXXXX, must
-    # fit the 107 bytes of an AF_UNIX path.
-    if session and os.path.isdir(session) and len(session) < 72:
+    if not session or not os.path.isdir(session):
+        return
+    if len(session) < 72:
         tempfile.tempdir = session
+        return
+    root = tempfile.gettempdir()
+    _remove_private_temp_dirs_of_dead_processes(root)
+    tempfile.tempdir = tempfile.mkdtemp(
+        prefix='{}{}-'.format(PRIVATE_TEMP_PREFIX, os.getpid()), dir=root)
+    multiprocessing.util.Finalize(None, shutil.rmtree,
+                                  args=(tempfile.tempdir, True),
+                                  exitpriority=-100)
+
+
+def _remove_private_temp_dirs_of_dead_processes(root):
+    for name in os.listdir(root):
+        pid = name[len(PRIVATE_TEMP_PREFIX):].split('-')[0]
+        if not name.startswith(PRIVATE_TEMP_PREFIX) or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+        except PermissionError:  # alive, another user's
+            pass
 
 
 def _world():

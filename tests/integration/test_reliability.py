@@ -140,14 +140,20 @@ def test_skip_policy_counts_skipped_updates(tmp_path):
     assert skipped == sorted(skipped)
 
 
-def test_a_worker_that_raises_ends_the_job(tmp_path):
-    train = tmp_path / 'train' / 'a'
+def folder_with_a_bad_image(root):
+    """``root/a/0-7.jpg``, 36x36 images, 3.jpg truncated."""
+    train = root / 'a'
     os.makedirs(str(train))
     for i in range(8):
         Image.new('RGB', (36, 36), (i, i, i)).save(
             str(train / '{}.jpg'.format(i)))
-    with open(str(train / '3.jpg'), 'r+b') as f:  # truncate one JPEG
+    with open(str(train / '3.jpg'), 'r+b') as f:
         f.truncate(300)
+    return str(root)
+
+
+def test_a_worker_that_raises_ends_the_job(tmp_path):
+    folder_with_a_bad_image(tmp_path / 'train')
     out = str(tmp_path / 'out')
     # Short: the session directory below it must leave room for a socket.
     tmp = pathlib.Path(tempfile.mkdtemp(dir='/tmp'))
@@ -465,3 +471,30 @@ def test_a_terminal_shows_a_progress_bar_with_a_finite_rate(tmp_path):
     assert '6 iter, 0 epoch / 6 iterations' in text
     assert '\033[J' in text
     assert 'finished at iteration 6 ' in text
+
+
+def test_a_long_session_path_leaves_no_temporary_folder(tmp_path):
+    """Where Open MPI's session folder is too long for a forkserver socket,
+    each rank's temporary files go to a folder of its own in TMPDIR: the
+    next job removes those of a job that was killed, and a job that ends
+    removes its own."""
+    train = folder_with_a_bad_image(tmp_path / 'train')
+    sessions = tmp_path / ('s' * 60)  # Open MPI's session folders below it
+    sessions.mkdir()
+    tmp = pathlib.Path(tempfile.mkdtemp(dir='/tmp'))
+    env = {'TMPDIR': str(tmp), 'PRTE_MCA_prte_tmpdir_base': str(sessions)}
+    args = ['train_imagenet.py', train, train, '--batchsize', '4',
+            '--crop-size', '32', '--loaderjob', '1', '--iterations', '4']
+    killed = run_mpi(2, args + ['--out', str(tmp_path / 'killed')],
+                     check=False, timeout=120, env=env)
+    assert killed.returncode != 0
+    assert 'cannot be decoded' in killed.stderr
+    assert 'Traceback' not in killed.stderr
+
+    run_mpi(2, args + ['--skip-bad-images', '--out', str(tmp_path / 'ok')],
+            timeout=120, env=env)
+    deadline = time.time() + 10  # the loaders' helpers end just after
+    while os.listdir(str(tmp)) and time.time() < deadline:
+        time.sleep(0.1)
+    assert os.listdir(str(tmp)) == []
+    tmp.rmdir()
