@@ -116,7 +116,7 @@ def use_the_jobs_session_directory():
     the 107 bytes of an AF_UNIX path; where the session folder's path is too
     long (a long host name, a deep TMPDIR), the files go to a folder of this
     process's own in the system's temporary folder instead, removed at exit
-    and, after a kill, by the next process that starts there.
+    and, after a kill, by the next process that starts or ends there.
     """
     session = os.environ.get('OMPI_FILE_LOCATION')
     if not session or not os.path.isdir(session):
@@ -125,25 +125,40 @@ def use_the_jobs_session_directory():
         tempfile.tempdir = session
         return
     root = tempfile.gettempdir()
-    _remove_private_temp_dirs_of_dead_processes(root)
+    _remove_private_temp_dirs(root)
     tempfile.tempdir = tempfile.mkdtemp(
         prefix='{}{}-'.format(PRIVATE_TEMP_PREFIX, os.getpid()), dir=root)
-    multiprocessing.util.Finalize(None, shutil.rmtree,
-                                  args=(tempfile.tempdir, True),
+    multiprocessing.util.Finalize(None, _remove_private_temp_dirs,
+                                  args=(root, tempfile.tempdir),
                                   exitpriority=-100)
 
 
-def _remove_private_temp_dirs_of_dead_processes(root):
+def _remove_private_temp_dirs(root, own=None):
+    """Remove folder ``own`` and the private folders in ``root`` of
+    processes that no longer run."""
+    if own is not None:
+        shutil.rmtree(own, ignore_errors=True)
     for name in os.listdir(root):
         pid = name[len(PRIVATE_TEMP_PREFIX):].split('-')[0]
-        if not name.startswith(PRIVATE_TEMP_PREFIX) or not pid.isdigit():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
+        if name.startswith(PRIVATE_TEMP_PREFIX) and pid.isdigit() and \
+                not _runs(int(pid)):
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-        except PermissionError:  # alive, another user's
-            pass
+
+
+def _runs(pid):
+    """Whether process ``pid`` exists and is not a zombie (killed, not yet
+    reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    try:
+        with open('/proc/{}/stat'.format(pid)) as f:
+            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except (OSError, IndexError):
+        return True
 
 
 def _world():
