@@ -1,7 +1,7 @@
 """Where a training step on the CPU engine spends its time, by kind of work.
 
 :class:`StepProfile` is a function hook that, while active, also times
-the oneDNN primitives, the NumPy path's convolution kernels and the
+the oneDNN primitives, the GEMM paths' convolution kernels and the
 optimizer's update. Each timed region counts its own time, less that of the
 regions inside it (the reorders of a convolution), so no time is counted
 twice; what no region holds (Chainer's graph, the loss and the fully
@@ -31,7 +31,7 @@ KINDS = ('conv forward', 'conv backward-data', 'conv backward-weights',
          'update', 'other')
 
 # The convolution nodes' time outside the kernels and reorders: their
-# output arrays, oneDNN memory objects, layout copies on the NumPy path.
+# output arrays, oneDNN memory objects, layout copies on the GEMM paths.
 _NODE_KINDS = {
     convolution_2d.Convolution2DFunction: 'conv set-up',
     convolution_2d.Convolution2DGrad: 'conv set-up',
@@ -117,6 +117,9 @@ class StepProfile(chainer.FunctionHook):
         patch(onednn, '_execute', self._execute_kind)
         patch(convolution_2d, '_convolve', self._convolve_kind)
         patch(convolution_2d, '_correlate', 'conv backward-weights')
+        patch(convolution_2d, '_rows_convolve', 'conv forward')
+        patch(convolution_2d, '_rows_grad_x', 'conv backward-data')
+        patch(convolution_2d, '_rows_correlate', 'conv backward-weights')
         patch(convolution_2d.Convolution2DGrad, '_grad_x',
               'conv backward-data')
         patch(self.optimizer, 'call_hooks', 'update')

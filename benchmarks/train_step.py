@@ -2,7 +2,8 @@
 """Images/s of one ResNet-50 training step on CPU, against the GEMM peak.
 
     python -m benchmarks.train_step [--sizes 224 64] [--batchsize 32]
-        [--steps 5] [--rounds 3] [--stock] [--no-torch] [--no-configure]
+        [--steps 5] [--rounds 3] [--stock] [--channel-major] [--no-torch]
+        [--no-configure]
         [--transform] [--profile]
 
 A step is the project's: forward, softmax cross-entropy, backward and the
@@ -19,7 +20,8 @@ fraction of the GEMM peak, measured in the same run as the median GFLOP/s
 of a 2048^3 NumPy matmul; the best step's images/s, the least disturbed by
 other processes on a shared machine, comes with it. ``--stock`` also times
 the same model with the fast paths of :mod:`cpu_engine` off (Chainer's own
-CPU functions). If PyTorch is importable it times the same network written
+CPU functions), ``--channel-major`` with channel-major activations
+(``chainer-cm``) where the engine keeps them channels-last. If PyTorch is importable it times the same network written
 in PyTorch (eager) with the same update (:func:`torch_update`), in both of
 its memory formats, NCHW (``pytorch``) and channels-last (``pytorch-cl``),
 and prints the ratio to each and to the faster of the two in this run
@@ -275,9 +277,10 @@ def _time(step, n):
     return times
 
 
-def _stock(step):
+def _configured(step, name, value):
+    """``step`` run with ``chainer.config.<name> = value``."""
     def run():
-        with chainer.using_config('cpu_fast_paths', False):
+        with chainer.using_config(name, value):
             step()
     return run
 
@@ -335,8 +338,11 @@ def benchmark(size, args):
                                           args.recipe)
     steps = {'chainer': fast}
     if args.stock:
-        steps['chainer-stock'] = _stock(fast)
+        steps['chainer-stock'] = _configured(fast, 'cpu_fast_paths', False)
         steps['chainer-stock']()
+    if args.channel_major:
+        steps['chainer-cm'] = _configured(fast, 'cpu_channels_last', False)
+        steps['chainer-cm']()
     if torch is not None and not args.no_torch:
         steps['pytorch'] = torch_step(size, args.batchsize, optimizer,
                                       args.recipe)
@@ -360,7 +366,7 @@ def benchmark(size, args):
                   name, median[name], median[name] * flops / 1e9,
                   median[name] * flops / 1e9 / peak, best[name],
                   min(per_step), max(per_step)))
-    for other in ('pytorch', 'pytorch-cl', 'chainer-stock'):
+    for other in ('pytorch', 'pytorch-cl', 'chainer-stock', 'chainer-cm'):
         if other in median:
             print(ratio_line('chainer', other, median, per_round, best))
     if 'pytorch' in median:
@@ -418,6 +424,10 @@ def parse_args(argv=None):
                         help='timed steps per round (default: 5)')
     parser.add_argument('--rounds', type=int, default=3,
                         help='alternating rounds (default: 3)')
+    parser.add_argument('--channel-major', action='store_true',
+                        help='also time our step with channel-major '
+                        'activations (chainer-cm) where it keeps them '
+                        'channels-last')
     parser.add_argument('--stock', action='store_true',
                         help='also time Chainer\'s own CPU functions')
     parser.add_argument('--no-torch', action='store_true',

@@ -16,6 +16,9 @@
  *     bn_backward(x, gy, gamma, mean, inv_std, gx, ggamma, gbeta)
  *         gbeta = sum(gy), ggamma = sum(gy x_hat), x_hat = (x - mean) inv_std
  *         gx = gamma inv_std (gy - (x_hat ggamma + gbeta) / M)
+ *     bn_forward_cl(x, gamma, beta, eps, y, mean, var, inv_std)
+ *     bn_backward_cl(x, gy, gamma, mean, inv_std, gx, ggamma, gbeta)
+ *         the same over the columns c of x (M, C): channels-last activations
  *     relu(y, a[, b])
  *         y = max(a + b, 0)  (the residual block's output), or max(a, 0)
  *     relu_grad(gx, gy, y)
@@ -28,13 +31,19 @@
  *         taps that see any input); -inf and 0 where none is inside
  *     max_pool_grad(gy, winner, tap_index, gx, <the same ten sizes>)
  *         gx (P, h, w) = sum of gy over the outputs a pixel won
+ *     max_pool_cl(x, y, winner, tap_index, c, <the same ten sizes>)
+ *     max_pool_grad_cl(gy, winner, tap_index, gx, c, <the same ten sizes>)
+ *         the same of channels-last images: x (N, h, w, c), y and winner
+ *         (N, out_h, out_w, c)
  *
  * Arguments are C-contiguous float32 buffers (winner and tap_index: uint8);
  * in batch normalization x, y, gy, gx hold C rows of M values, C being the
  * length of gamma.  The update does NumPy's float32
  * operations in NumPy's order (no contraction into FMA), so it gives the
  * bits of the NumPy path; batch normalization sums in double, the variance
- * over x - mean.  On x86-64 every loop is compiled for AVX2 and for the
+ * over x - mean (channels-last: over x - the channel's first value, in
+ * partial sums of BN_CHUNK_BYTES of rows, so that no sum depends on the
+ * number of threads).  On x86-64 every loop is compiled for AVX2 and for the
  * baseline, chosen at load by the CPU.  The GIL is released while looping.
  *
  * Arrays of at least PARALLEL_MIN elements are split over OpenMP threads
@@ -152,6 +161,79 @@ static void bn_backward_loop(const float *x, const float *gy,
     }
 }
 
+/* Bytes of the rows of x (M, C) that one partial sum of channels-last
+ * batch normalization covers. */
+#define BN_CHUNK_BYTES 65536
+
+/* Rows of a chunk, and the number of chunks, of m rows of c floats. */
+static Py_ssize_t bn_chunk_rows(Py_ssize_t c) {
+    Py_ssize_t rows = BN_CHUNK_BYTES / (4 * (c ? c : 1));
+    return rows ? rows : 1;
+}
+
+/* Per column k of x (rows, c): s1 = sum(x - ref), s2 = sum((x - ref)^2). */
+CLONES
+static void bn_stats_rows(const float *x, const float *ref, double *s1,
+                          double *s2, Py_ssize_t rows, Py_ssize_t c) {
+    for (Py_ssize_t k = 0; k < c; ++k)
+        s1[k] = s2[k] = 0;
+    for (Py_ssize_t r = 0; r < rows; ++r, x += c)
+        for (Py_ssize_t k = 0; k < c; ++k) {
+            double d = (double)x[k] - ref[k];
+            s1[k] += d;
+            s2[k] += d * d;
+        }
+}
+
+/* Per column k: s1 = sum(gy), s2 = sum(gy (x - mean)). */
+CLONES
+static void bn_grad_rows(const float *x, const float *gy, const float *mean,
+                         double *s1, double *s2, Py_ssize_t rows,
+                         Py_ssize_t c) {
+    for (Py_ssize_t k = 0; k < c; ++k)
+        s1[k] = s2[k] = 0;
+    for (Py_ssize_t r = 0; r < rows; ++r, x += c, gy += c)
+        for (Py_ssize_t k = 0; k < c; ++k) {
+            s1[k] += gy[k];
+            s2[k] += (double)gy[k] * (x[k] - mean[k]);
+        }
+}
+
+/* out = (x - a) b + d per column, over rows of c: y of the forward pass
+ * (a = mean, b = scale, d = beta), or gx = gy - ((x - mean) slope + shift)
+ * scaled by coef for the backward pass (see bn_backward_cl). */
+CLONES
+static void bn_affine_rows(const float *x, const float *a, const float *b,
+                           const float *d, float *out, Py_ssize_t rows,
+                           Py_ssize_t c) {
+    for (Py_ssize_t r = 0; r < rows; ++r, x += c, out += c)
+        for (Py_ssize_t k = 0; k < c; ++k)
+            out[k] = (x[k] - a[k]) * b[k] + d[k];
+}
+
+CLONES
+static void bn_grad_x_rows(const float *x, const float *gy,
+                           const float *mean, const float *slope,
+                           const float *shift, const float *coef, float *gx,
+                           Py_ssize_t rows, Py_ssize_t c) {
+    for (Py_ssize_t r = 0; r < rows; ++r, x += c, gy += c, gx += c)
+        for (Py_ssize_t k = 0; k < c; ++k)
+            gx[k] = (gy[k] - ((x[k] - mean[k]) * slope[k] + shift[k]))
+                    * coef[k];
+}
+
+/* Column sums of the chunks' partial sums, in chunk order. */
+static void bn_combine(const double *part, Py_ssize_t chunks, Py_ssize_t c,
+                       Py_ssize_t k, double *s1, double *s2) {
+    double a = 0, b = 0;
+    for (Py_ssize_t i = 0; i < chunks; ++i) {
+        a += part[2 * c * i + k];
+        b += part[2 * c * i + c + k];
+    }
+    *s1 = a;
+    *s2 = b;
+}
+
 CLONES
 static void relu_loop(float *y, const float *a, const float *b,
                       Py_ssize_t n) {
@@ -249,6 +331,68 @@ static void max_pool_grad_plane(const float *gy, const unsigned char *winner,
                 if (wr[q] == t->k)
                     gxr[q * g->sx] += gyr[q];
         }
+}
+
+/* Max pooling of output row p of image n of channels-last x (n, h, w, c):
+ * the taps of each output pixel in raster order, so the first maximum is
+ * kept; a NaN wins and stays.  Branch-free over the channels, so that it
+ * vectorizes. */
+CLONES
+static void max_pool_cl_row(const float *x, float *y, unsigned char *winner,
+                            const unsigned char *tap_index, const Window *g,
+                            Py_ssize_t c, Py_ssize_t n, Py_ssize_t p) {
+    for (Py_ssize_t q = 0; q < g->ow; ++q) {
+        Py_ssize_t o = ((n * g->oh + p) * g->ow + q) * c;
+        float *yr = y + o;
+        unsigned char *wr = winner + o;
+        for (Py_ssize_t k = 0; k < c; ++k) {
+            yr[k] = -INFINITY;
+            wr[k] = 0;
+        }
+        for (Py_ssize_t i = 0; i < g->kh; ++i) {
+            Py_ssize_t row = p * g->sy + i - g->ph;
+            if (row < 0 || row >= g->h)
+                continue;
+            for (Py_ssize_t j = 0; j < g->kw; ++j) {
+                Py_ssize_t col = q * g->sx + j - g->pw;
+                unsigned char t = tap_index[i * g->kw + j];
+                const float *xr = x + ((n * g->h + row) * g->w + col) * c;
+                if (col < 0 || col >= g->w)
+                    continue;
+                for (Py_ssize_t k = 0; k < c; ++k) {
+                    float v = xr[k], m = yr[k];
+                    int take = (v > m) | ((v != v) & (m == m));
+                    yr[k] = take ? v : m;
+                    wr[k] = take ? t : wr[k];
+                }
+            }
+        }
+    }
+}
+
+/* The input gradient of image n of channels-last max pooling, tap by tap
+ * in raster order, so that each input pixel sums its outputs' gradients in
+ * the order of the channel-major loop (and of Chainer's col2im). */
+CLONES
+static void max_pool_grad_cl_image(const float *gy,
+                                   const unsigned char *winner,
+                                   const Tap *taps, Py_ssize_t count,
+                                   float *gx, const Window *g, Py_ssize_t c,
+                                   Py_ssize_t n) {
+    float *image = gx + n * g->h * g->w * c;
+    for (Py_ssize_t i = 0; i < g->h * g->w * c; ++i)
+        image[i] = 0;
+    for (const Tap *t = taps; t < taps + count; ++t)
+        for (Py_ssize_t p = t->p0; p < t->p1; ++p)
+            for (Py_ssize_t q = t->q0; q < t->q1; ++q) {
+                Py_ssize_t o = ((n * g->oh + p) * g->ow + q) * c;
+                const float *gyr = gy + o;
+                const unsigned char *wr = winner + o;
+                float *gxr = image + (p * g->sy * g->w + t->offset
+                                      + q * g->sx) * c;
+                for (Py_ssize_t k = 0; k < c; ++k)
+                    gxr[k] += wr[k] == t->k ? gyr[k] : 0.0f;
+            }
 }
 
 /* The [lo, hi) share of n items of this thread of an OpenMP team. */
@@ -467,6 +611,148 @@ static PyObject *py_bn_backward(PyObject *self, PyObject *args) {
     return finish(v, 8, ok);
 }
 
+static PyObject *py_bn_forward_cl(PyObject *self, PyObject *args) {
+    /* x, gamma, beta, y, mean, var, inv_std */
+    Py_buffer v[7];
+    double eps;
+    Py_ssize_t c, m, rows, chunks;
+    double *part = NULL;
+    float *coefs = NULL;
+    int ok;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O&O&O&dO&O&O&O&:bn_forward_cl",
+                          in_floats, &v[0], in_floats, &v[1],
+                          in_floats, &v[2], &eps, out_floats, &v[3],
+                          out_floats, &v[4], out_floats, &v[5],
+                          out_floats, &v[6]))
+        return NULL;
+    c = LEN(v[1]);
+    m = c ? LEN(v[0]) / c : 0;
+    ok = m > 0 && LEN(v[0]) == c * m && LEN(v[3]) == c * m
+         && LEN(v[2]) == c && LEN(v[4]) == c && LEN(v[5]) == c
+         && LEN(v[6]) == c;
+    rows = bn_chunk_rows(c);
+    chunks = (m + rows - 1) / rows;
+    if (ok) {
+        part = PyMem_RawMalloc(sizeof(double) * 2 * c * chunks);
+        coefs = PyMem_RawMalloc(sizeof(float) * 2 * c);
+        if (part == NULL || coefs == NULL) {
+            PyMem_RawFree(part);
+            PyMem_RawFree(coefs);
+            PyErr_NoMemory();
+            return finish(v, 7, -1);
+        }
+    }
+    if (ok) {
+        const float *x = v[0].buf, *gamma = v[1].buf, *beta = v[2].buf;
+        float *y = v[3].buf, *mean = v[4].buf, *var = v[5].buf,
+              *inv_std = v[6].buf, *scale = coefs, *ref = coefs + c;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t k = 0; k < c; ++k)
+            ref[k] = x[k];
+#pragma omp parallel if (c * m >= PARALLEL_MIN)
+        {
+#pragma omp for schedule(static)
+            for (Py_ssize_t i = 0; i < chunks; ++i)
+                bn_stats_rows(x + i * rows * c, ref, part + 2 * c * i,
+                              part + 2 * c * i + c,
+                              i == chunks - 1 ? m - i * rows : rows, c);
+#pragma omp for schedule(static)
+            for (Py_ssize_t k = 0; k < c; ++k) {
+                double s1, s2, d, sq, istd;
+                bn_combine(part, chunks, c, k, &s1, &s2);
+                d = s1 / m;
+                sq = s2 / m - d * d;
+                sq = sq > 0 ? sq : 0;
+                istd = 1 / sqrt(sq + eps);
+                mean[k] = (float)(ref[k] + d);
+                var[k] = (float)sq;
+                inv_std[k] = (float)istd;
+                scale[k] = (float)(gamma[k] * istd);
+            }
+#pragma omp for schedule(static)
+            for (Py_ssize_t i = 0; i < chunks; ++i)
+                bn_affine_rows(x + i * rows * c, mean, scale, beta,
+                               y + i * rows * c,
+                               i == chunks - 1 ? m - i * rows : rows, c);
+        }
+        Py_END_ALLOW_THREADS
+        PyMem_RawFree(part);
+        PyMem_RawFree(coefs);
+    }
+    return finish(v, 7, ok);
+}
+
+static PyObject *py_bn_backward_cl(PyObject *self, PyObject *args) {
+    /* x, gy, gamma, mean, inv_std, gx, ggamma, gbeta */
+    Py_buffer v[8];
+    Py_ssize_t c, m, rows, chunks;
+    double *part = NULL;
+    float *coefs = NULL;
+    int ok;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O&O&O&O&O&O&O&O&:bn_backward_cl",
+                          in_floats, &v[0], in_floats, &v[1],
+                          in_floats, &v[2], in_floats, &v[3],
+                          in_floats, &v[4], out_floats, &v[5],
+                          out_floats, &v[6], out_floats, &v[7]))
+        return NULL;
+    c = LEN(v[2]);
+    m = c ? LEN(v[0]) / c : 0;
+    ok = m > 0 && LEN(v[0]) == c * m && LEN(v[1]) == c * m
+         && LEN(v[5]) == c * m && LEN(v[3]) == c && LEN(v[4]) == c
+         && LEN(v[6]) == c && LEN(v[7]) == c;
+    rows = bn_chunk_rows(c);
+    chunks = (m + rows - 1) / rows;
+    if (ok) {
+        part = PyMem_RawMalloc(sizeof(double) * 2 * c * chunks);
+        coefs = PyMem_RawMalloc(sizeof(float) * 3 * c);
+        if (part == NULL || coefs == NULL) {
+            PyMem_RawFree(part);
+            PyMem_RawFree(coefs);
+            PyErr_NoMemory();
+            return finish(v, 8, -1);
+        }
+    }
+    if (ok) {
+        const float *x = v[0].buf, *gy = v[1].buf, *gamma = v[2].buf,
+                    *mean = v[3].buf, *inv_std = v[4].buf;
+        float *gx = v[5].buf, *ggamma = v[6].buf, *gbeta = v[7].buf,
+              *slope = coefs, *shift = coefs + c, *coef = coefs + 2 * c;
+        Py_BEGIN_ALLOW_THREADS
+#pragma omp parallel if (c * m >= PARALLEL_MIN)
+        {
+#pragma omp for schedule(static)
+            for (Py_ssize_t i = 0; i < chunks; ++i)
+                bn_grad_rows(x + i * rows * c, gy + i * rows * c, mean,
+                             part + 2 * c * i, part + 2 * c * i + c,
+                             i == chunks - 1 ? m - i * rows : rows, c);
+#pragma omp for schedule(static)
+            for (Py_ssize_t k = 0; k < c; ++k) {
+                double sum, dot;
+                float gg, gb;
+                bn_combine(part, chunks, c, k, &sum, &dot);
+                gg = (float)(dot * inv_std[k]);
+                gb = (float)sum;
+                slope[k] = inv_std[k] * gg / m;
+                shift[k] = gb / m;
+                coef[k] = gamma[k] * inv_std[k];
+                ggamma[k] = gg;
+                gbeta[k] = gb;
+            }
+#pragma omp for schedule(static)
+            for (Py_ssize_t i = 0; i < chunks; ++i)
+                bn_grad_x_rows(x + i * rows * c, gy + i * rows * c, mean,
+                               slope, shift, coef, gx + i * rows * c,
+                               i == chunks - 1 ? m - i * rows : rows, c);
+        }
+        Py_END_ALLOW_THREADS
+        PyMem_RawFree(part);
+        PyMem_RawFree(coefs);
+    }
+    return finish(v, 8, ok);
+}
+
 static PyObject *py_relu(PyObject *self, PyObject *args) {
     /* y, a[, b] */
     Py_buffer v[3];
@@ -595,6 +881,85 @@ static PyObject *py_max_pool_grad(PyObject *self, PyObject *args) {
     return finish(v, 4, ok);
 }
 
+/* Whether channels-last x (N h w c), y and winner (N out_h out_w c) and
+ * tap_index fit the window (1 or 0); sets *images.  -1 as window_fits. */
+static int window_fits_cl(const Py_buffer *x, const Py_buffer *y,
+                          const Py_buffer *winner,
+                          const Py_buffer *tap_index, const Window *g,
+                          Py_ssize_t c, Py_ssize_t *images) {
+    Window planes = *g;
+    Py_buffer xs = *x, ys = *y, ws = *winner;
+    if (c < 1) {
+        PyErr_SetString(PyExc_ValueError, "invalid number of channels");
+        return -1;
+    }
+    xs.len /= c;
+    ys.len /= c;
+    ws.len /= c;
+    return window_fits(&xs, &ys, &ws, tap_index, &planes, images) > 0
+           && x->len == xs.len * c && y->len == ys.len * c
+           && winner->len == ws.len * c ? 1
+           : PyErr_Occurred() ? -1 : 0;
+}
+
+static PyObject *py_max_pool_cl(PyObject *self, PyObject *args) {
+    /* x, y, winner, tap_index, c */
+    Py_buffer v[4];
+    Window g;
+    Py_ssize_t c, images;
+    int ok;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O&O&O&O&nnnnnnnnnnn:max_pool_cl",
+                          in_floats, &v[0], out_floats, &v[1],
+                          out_bytes, &v[2], in_bytes, &v[3], &c,
+                          WINDOW_ARGS(g)))
+        return NULL;
+    ok = window_fits_cl(&v[0], &v[1], &v[2], &v[3], &g, c, &images);
+    if (ok > 0) {
+        const float *x = v[0].buf;
+        float *y = v[1].buf;
+        unsigned char *winner = v[2].buf;
+        const unsigned char *tap_index = v[3].buf;
+        Py_BEGIN_ALLOW_THREADS
+#pragma omp parallel for schedule(static) \
+    if (LEN(v[0]) >= PARALLEL_MIN)
+        for (Py_ssize_t r = 0; r < images * g.oh; ++r)
+            max_pool_cl_row(x, y, winner, tap_index, &g, c, r / g.oh,
+                            r % g.oh);
+        Py_END_ALLOW_THREADS
+    }
+    return finish(v, 4, ok);
+}
+
+static PyObject *py_max_pool_grad_cl(PyObject *self, PyObject *args) {
+    /* gy, winner, tap_index, gx, c */
+    Py_buffer v[4];
+    Window g;
+    Py_ssize_t c, images;
+    int ok;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O&O&O&O&nnnnnnnnnnn:max_pool_grad_cl",
+                          in_floats, &v[0], in_bytes, &v[1],
+                          in_bytes, &v[2], out_floats, &v[3], &c,
+                          WINDOW_ARGS(g)))
+        return NULL;
+    ok = window_fits_cl(&v[3], &v[0], &v[1], &v[2], &g, c, &images);
+    if (ok > 0) {
+        const float *gy = v[0].buf;
+        const unsigned char *winner = v[1].buf;
+        float *gx = v[3].buf;
+        Tap taps[256];
+        Py_ssize_t count = taps_of(&g, v[2].buf, taps);
+        Py_BEGIN_ALLOW_THREADS
+#pragma omp parallel for schedule(static) \
+    if (LEN(v[3]) >= PARALLEL_MIN)
+        for (Py_ssize_t n = 0; n < images; ++n)
+            max_pool_grad_cl_image(gy, winner, taps, count, gx, &g, c, n);
+        Py_END_ALLOW_THREADS
+    }
+    return finish(v, 4, ok);
+}
+
 static PyMethodDef kernels_methods[] = {
     {"rmsprop_warmup", py_rmsprop_warmup, METH_VARARGS,
      "rmsprop_warmup(theta, g, m, delta, lr, mu1, mu2, eps, alpha_sgd, "
@@ -610,6 +975,12 @@ static PyMethodDef kernels_methods[] = {
     {"bn_backward", py_bn_backward, METH_VARARGS,
      "bn_backward(x, gy, gamma, mean, inv_std, gx, ggamma, gbeta): its "
      "gradients."},
+    {"bn_forward_cl", py_bn_forward_cl, METH_VARARGS,
+     "bn_forward_cl(x, gamma, beta, eps, y, mean, var, inv_std): batch "
+     "normalization of the columns of x into y, with their statistics."},
+    {"bn_backward_cl", py_bn_backward_cl, METH_VARARGS,
+     "bn_backward_cl(x, gy, gamma, mean, inv_std, gx, ggamma, gbeta): its "
+     "gradients."},
     {"relu", py_relu, METH_VARARGS,
      "relu(y, a[, b]): y = max(a + b, 0), or max(a, 0)."},
     {"relu_grad", py_relu_grad, METH_VARARGS,
@@ -620,6 +991,12 @@ static PyMethodDef kernels_methods[] = {
     {"max_pool_grad", py_max_pool_grad, METH_VARARGS,
      "max_pool_grad(gy, winner, tap_index, gx, h, w, out_h, out_w, kh, kw, "
      "sy, sx, ph, pw): its input gradient."},
+    {"max_pool_cl", py_max_pool_cl, METH_VARARGS,
+     "max_pool_cl(x, y, winner, tap_index, c, h, w, out_h, out_w, kh, kw, "
+     "sy, sx, ph, pw): max pooling of channels-last images."},
+    {"max_pool_grad_cl", py_max_pool_grad_cl, METH_VARARGS,
+     "max_pool_grad_cl(gy, winner, tap_index, gx, c, h, w, out_h, out_w, "
+     "kh, kw, sy, sx, ph, pw): its input gradient."},
     {NULL, NULL, 0, NULL}
 };
 
@@ -627,8 +1004,8 @@ static struct PyModuleDef kernels_module = {
     PyModuleDef_HEAD_INIT, "_kernels",
     "Single-pass float32 loops of the RMSprop warm-up and momentum SGD "
     "updates, of weight decay, of batch "
-    "normalization over contiguous channel rows, of ReLU and of max "
-    "pooling.",
+    "normalization over channel rows or columns, of ReLU and of max "
+    "pooling of channel-major or channels-last activations.",
     -1, kernels_methods, NULL, NULL, NULL, NULL
 };
 

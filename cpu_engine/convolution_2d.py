@@ -8,8 +8,9 @@ with ``col`` the input itself for 1x1 kernels, else an im2col matrix built
 :data:`CHUNK_BYTES` at a time; ``gW = gy @ col^T`` and ``gx`` is the
 stride-1 convolution of the (dilated) ``gy`` with the flipped, transposed
 kernel. For float32, the layers where it pays go to oneDNN's direct
-convolutions (:mod:`cpu_engine.onednn`, :func:`_uses_onednn`); see
-docs/cpu_performance.md. float16 inputs are convolved in
+convolutions (:mod:`cpu_engine.onednn`, :func:`_uses_onednn`): all of them
+where oneDNN takes channels-last activations, which these layers then
+return (:mod:`cpu_engine.channels_last`); see docs/cpu_performance.md. float16 inputs are convolved in
 float32 and each result rounded to float16 (:mod:`cpu_engine.float16`).
 The gradients' own gradients are Chainer's functions of them.
 """
@@ -22,11 +23,12 @@ from chainer.functions.connection import convolution_2d as chainer_conv
 from chainer.utils import conv
 from chainer.utils import type_check
 
+from cpu_engine import channels_last
 from cpu_engine.channel_major import channel_major
-from cpu_engine.cpu_runtime import fast_paths_enabled
 from cpu_engine.channel_major import im2col
 from cpu_engine.channel_major import nchw
 from cpu_engine.channel_major import pair
+from cpu_engine.cpu_runtime import fast_paths_enabled
 from cpu_engine.float16 import in_float32
 from cpu_engine import onednn
 
@@ -35,10 +37,12 @@ from cpu_engine import onednn
 # between being written and being read by the GEMM).
 CHUNK_BYTES = 8 << 20
 
-# Output pixels per image from which oneDNN convolves a layer: 4x4 for
-# larger kernels, 8x8 for 1x1 (see :func:`_uses_onednn`).
+# Output pixels per image from which oneDNN convolves a layer of
+# channel-major activations: 4x4 for larger kernels, 8x8 for 1x1; below
+# which a 1x1 layer of channels-last ones is a GEMM (see :func:`_path`).
 ONEDNN_MIN_PIXELS = 16
 ONEDNN_MIN_PIXELS_1X1 = 64
+ROWS_MAX_PIXELS = 64
 
 
 def _onednn_on(dtype):
@@ -47,21 +51,34 @@ def _onednn_on(dtype):
             and getattr(chainer.config, 'cpu_onednn', True))
 
 
-def _uses_onednn(x, W, stride, out_h, out_w):
-    """Whether oneDNN convolves ``x``: float32, loaded, not switched off,
-    and a layer where it pays.
+def _path(x, W, stride, pad, out_h, out_w):
+    """How a layer convolves ``x``: ``'onednn'``, oneDNN's direct
+    convolutions; ``'rows'``, GEMMs of channels-last rows (1x1 kernels);
+    ``'columns'``, GEMMs of channel-major im2col columns.
 
-    Its reorders and per-call set-up cost more than its kernels save on
+    oneDNN takes float32 where it is loaded and not switched off
+    (``chainer.config.cpu_onednn``), and not every layer: with
+    channels-last activations, unpadded 1x1 convolutions that are strided
+    or have under :data:`ROWS_MAX_PIXELS` output pixels per image are one
+    GEMM of the rows (of a strided slice's copy); with channel-major ones,
+    its reorders and per-call set-up cost more than its kernels save on
     small outputs and on strided 1x1 convolutions, which the NumPy path
     does as one GEMM of a slice (measured per layer in
-    docs/cpu_performance.md): those keep the NumPy GEMMs, as everything
-    does with ``chainer.config.cpu_onednn = False``.
+    docs/cpu_performance.md).
     """
     if not _onednn_on(x.dtype):
-        return False
+        return 'columns'
+    one_by_one = W.shape[2:] == (1, 1) and pad == (0, 0)
+    if channels_last.enabled():
+        if one_by_one and (stride != (1, 1)
+                           or out_h * out_w < ROWS_MAX_PIXELS):
+            return 'rows'
+        return 'onednn'
     if W.shape[2:] == (1, 1):
-        return stride == (1, 1) and out_h * out_w >= ONEDNN_MIN_PIXELS_1X1
-    return out_h * out_w >= ONEDNN_MIN_PIXELS
+        if stride == (1, 1) and out_h * out_w >= ONEDNN_MIN_PIXELS_1X1:
+            return 'onednn'
+        return 'columns'
+    return 'onednn' if out_h * out_w >= ONEDNN_MIN_PIXELS else 'columns'
 
 
 def _matmul(a, b, out=None):
@@ -122,11 +139,27 @@ def _correlate(gy2, xc, kh, kw, sy, sx, ph, pw, out_h, out_w):
     return gW
 
 
+def _rows_convolve(rows, W2):
+    """``y = x W^T`` of a 1x1 layer: (pixels, O) from (pixels, C) rows."""
+    return _matmul(rows, W2.T)
+
+
+def _rows_grad_x(gy_rows, W2):
+    """``gx = gy W`` of a 1x1 layer: (pixels, C) rows."""
+    return _matmul(gy_rows, W2)
+
+
+def _rows_correlate(gy_rows, rows):
+    """``gW = gy^T x`` of a 1x1 layer: (O, C)."""
+    return _matmul(gy_rows.T, rows)
+
+
 class Convolution2DFunction(function_node.FunctionNode):
     """Convolution of NumPy arrays (no dilation, no groups).
 
     Inputs may have any memory layout; outputs and gradients are
-    channel-major (N, C, H, W) arrays.
+    channels-last (N, C, H, W) arrays where oneDNN convolves them so,
+    else channel-major.
     """
 
     def __init__(self, stride=1, pad=0):
@@ -168,21 +201,43 @@ class Convolution2DFunction(function_node.FunctionNode):
             raise RuntimeError('Height and width in the output must be '
                                'positive, got {}x{}'.format(out_h, out_w))
         self.x_shape = x.shape
-        self.onednn = _uses_onednn(x, W, (self.sy, self.sx), out_h, out_w)
-        if self.onednn:
-            y = numpy.empty((out_c, n * out_h * out_w), x.dtype)
+        self.path = _path(x, W, (self.sy, self.sx), (self.ph, self.pw),
+                          out_h, out_w)
+        self.channels_last = (self.path != 'columns'
+                              and channels_last.enabled())
+        if self.path == 'onednn':
+            y = self._empty((n, out_c, out_h, out_w), x.dtype)
             # x in oneDNN's layout, for the weight gradient.
             self.kept = []
             onednn.convolution(
-                [('forward', x, W, nchw(y.reshape(out_c, n, out_h, out_w)))],
-                (self.sy, self.sx), (self.ph, self.pw), self.kept)
+                [('forward', x, W, y)], (self.sy, self.sx),
+                (self.ph, self.pw), self.kept, self.channels_last)
+        elif self.path == 'rows':
+            y = channels_last.nchw(
+                _rows_convolve(self._rows(x), W.reshape(out_c, -1)),
+                (n, out_c, out_h, out_w))
         else:
-            y = _convolve(W.reshape(out_c, -1), x.transpose(1, 0, 2, 3),
-                          kh, kw, self.sy, self.sx, self.ph, self.pw, out_h,
-                          out_w)
+            y = nchw(_convolve(
+                W.reshape(out_c, -1), x.transpose(1, 0, 2, 3), kh, kw,
+                self.sy, self.sx, self.ph, self.pw, out_h,
+                out_w).reshape(out_c, n, out_h, out_w))
         if len(inputs) == 3:
-            y += inputs[2][:, None]
-        return nchw(y.reshape(out_c, n, out_h, out_w)),
+            y += inputs[2][:, None, None]
+        return y,
+
+    def _rows(self, x):
+        """The (N out_h out_w, C) rows of a 1x1 layer's input pixels."""
+        if self.sy != 1 or self.sx != 1:
+            x = x[:, :, ::self.sy, ::self.sx]
+        return channels_last.rows(x)
+
+    def _empty(self, shape, dtype):
+        """An output or gradient array of the (N, C, H, W) ``shape`` in
+        this layer's layout."""
+        if self.channels_last:
+            return channels_last.empty(shape, dtype)
+        n, c, h, w = shape
+        return nchw(numpy.empty((c, n, h, w), dtype))
 
     def backward(self, indexes, grad_outputs):
         x, W = self.get_retained_inputs()
@@ -211,8 +266,10 @@ class Convolution2DGrad(function_node.FunctionNode):
 
     def _grads(self, inputs):
         x, W, gy = inputs
-        if self.conv2d.onednn:
+        if self.conv2d.path == 'onednn':
             return self._onednn_grads(x, W, gy)
+        if self.conv2d.path == 'rows':
+            return self._rows_grads(x, W, gy)
         f = self.conv2d
         out_c, in_c, kh, kw = W.shape
         n, _, h, w = f.x_shape
@@ -231,20 +288,47 @@ class Convolution2DGrad(function_node.FunctionNode):
                 grads.append(gy2.sum(axis=1))
         return tuple(grads)
 
+    def _rows_grads(self, x, W, gy):
+        """``gx = gy W`` and ``gW = gy^T x`` of a 1x1 layer, over
+        channels-last rows; a strided layer's ``gx`` is zero between the
+        pixels it read."""
+        f = self.conv2d
+        n, c, h, w = f.x_shape
+        W2 = W.reshape(W.shape[0], c)
+        gy2 = channels_last.rows(gy)
+        grads = []
+        for i in self.indexes:
+            if i == 0:
+                gx = channels_last.nchw(_rows_grad_x(gy2, W2),
+                                        (n, c) + gy.shape[2:])
+                if f.sy != 1 or f.sx != 1:
+                    full = channels_last.empty(f.x_shape, gx.dtype)
+                    full[...] = 0
+                    full[:, :, ::f.sy, ::f.sx] = gx
+                    gx = full
+                grads.append(gx)
+            elif i == 1:
+                grads.append(_rows_correlate(gy2, f._rows(x)).reshape(
+                    W.shape))
+            else:
+                grads.append(gy2.sum(axis=0))
+        return tuple(grads)
+
     def _onednn_grads(self, x, W, gy):
         f = self.conv2d
         n, c, h, w = f.x_shape
         grads, propagations = [], []
         for i in self.indexes:
             if i == 0:
-                grads.append(nchw(numpy.empty((c, n, h, w), x.dtype)))
+                grads.append(f._empty((n, c, h, w), x.dtype))
                 propagations.append(('backward_data', grads[-1], W, gy))
             elif i == 1:
                 grads.append(numpy.empty_like(W))
                 propagations.append(('backward_weights', x, grads[-1], gy))
             else:
                 grads.append(gy.sum(axis=(0, 2, 3)))
-        onednn.convolution(propagations, (f.sy, f.sx), (f.ph, f.pw), f.kept)
+        onednn.convolution(propagations, (f.sy, f.sx), (f.ph, f.pw), f.kept,
+                           f.channels_last)
         f.kept = None
         return tuple(grads)
 

@@ -1,12 +1,15 @@
-"""Max pooling of channel-major NumPy activations, one strided slice per tap.
+"""Max pooling of NumPy activations in their layout, keeping the winning taps.
 
 Chainer's CPU max pooling pads the input with -inf, builds a (N, C, kh, kw,
 Ho, Wo) im2col array, takes its argmax and scatters the gradient back with
-col2im. Here ``y = max(y, x[tap])`` is updated in place tap by tap, keeping
-the number (uint8) of the first winning tap; the backward pass adds ``gy``
-into the input-gradient slice of each tap where that tap won. For float32
-the C loops of ``cpu_engine._kernels`` do it per (channel, image) plane on
-OpenMP threads; otherwise NumPy does it on L2-sized blocks of channels in
+col2im. Here ``y = max(y, x[tap])`` is taken over the taps in raster
+order, keeping the number (uint8) of the first winning tap; the backward
+pass adds ``gy`` into the input gradient at each output's winning tap.
+For float32 the C loops of ``cpu_engine._kernels`` do it, on OpenMP
+threads, per image row over all channels at once for channels-last inputs
+(:mod:`cpu_engine.channels_last`), whose outputs stay channels-last, and
+per (channel, image) plane for others, whose outputs are channel-major;
+otherwise NumPy does it tap by tap on L2-sized blocks of channels in
 parallel, finding the winners with uint8 arithmetic (masked NumPy
 assignments, ``copyto(where=)``, run at under 1 GB/s). float16 arrays
 are pooled in float32 (:mod:`cpu_engine.float16`), so each input gradient
@@ -22,6 +25,7 @@ from chainer.functions.pooling.max_pooling_nd import MaxPoolingNDWithIndexes
 from chainer.utils import conv
 from chainer.utils import type_check
 
+from cpu_engine import channels_last
 from cpu_engine.channel_major import channel_major
 from cpu_engine.channel_major import nchw
 from cpu_engine.channel_major import pair
@@ -52,7 +56,8 @@ def _pool(xs, ys, ws, taps):
 
 
 class MaxPooling2D(function_node.FunctionNode):
-    """Max pooling of a 4-D NumPy array; outputs are channel-major."""
+    """Max pooling of a 4-D NumPy array; outputs are channels-last for
+    float32 channels-last inputs, else channel-major."""
 
     def __init__(self, ksize, stride=None, pad=0, cover_all=True):
         self.kh, self.kw = pair(ksize)
@@ -82,17 +87,31 @@ class MaxPooling2D(function_node.FunctionNode):
         if len(taps) > 255:
             raise ValueError('max_pooling_2d: at most 255 kernel taps, got '
                              '{}'.format(len(taps)))
+        # Each tap's number in ``taps`` (255: it sees no input).
+        self.tap_index = numpy.full(self.kh * self.kw, 255, numpy.uint8)
+        for k, (i, j, _, _) in enumerate(taps):
+            self.tap_index[i * self.kw + j] = k
+        self.window = (h, w, out_h, out_w, self.kh, self.kw, self.sy,
+                       self.sx, self.ph, self.pw)
+        self.x_shape = x.shape
+        self.kernels = None
+        if channels_last.is_channels_last(x):
+            self.kernels = native_kernels(x.transpose(0, 2, 3, 1))
+        self.channels_last = self.kernels is not None
+        if self.channels_last:
+            y = channels_last.empty((n, c, out_h, out_w), x.dtype)
+            winner = numpy.empty((n, out_h, out_w, c), numpy.uint8)
+            self.kernels.max_pool_cl(
+                x.transpose(0, 2, 3, 1), y.transpose(0, 2, 3, 1), winner,
+                self.tap_index, c, *self.window)
+            # (C, N, out_h, out_w), as the channel-major winners.
+            self.winner = winner.transpose(3, 0, 1, 2)
+            return y,
         xc = channel_major(x)
         y = numpy.empty((c, n, out_h, out_w), x.dtype)
         winner = numpy.empty(y.shape, numpy.uint8)
         self.kernels = native_kernels(xc, y)
         if self.kernels is not None:
-            # Each tap's number in ``taps`` (255: it sees no input).
-            self.tap_index = numpy.full(self.kh * self.kw, 255, numpy.uint8)
-            for k, (i, j, _, _) in enumerate(taps):
-                self.tap_index[i * self.kw + j] = k
-            self.window = (h, w, out_h, out_w, self.kh, self.kw, self.sy,
-                           self.sx, self.ph, self.pw)
             self.kernels.max_pool(xc, y, winner, self.tap_index,
                                   *self.window)
         else:
@@ -104,7 +123,6 @@ class MaxPooling2D(function_node.FunctionNode):
             parallel_blocks(
                 lambda s: _pool(xc[s], y[s], winner[s], self.taps),
                 c, y[0].nbytes)
-        self.x_shape = x.shape
         self.winner = winner
         return nchw(y),
 
@@ -143,8 +161,15 @@ class MaxPooling2DGrad(function_node.FunctionNode):
 
     def _forward(self, inputs):
         p = self.pooling
-        gyc = channel_major(inputs[0])
         n, c, h, w = p.x_shape
+        if p.channels_last:
+            gx = channels_last.empty(p.x_shape, numpy.float32)
+            p.kernels.max_pool_grad_cl(
+                channels_last.rows(inputs[0]),
+                p.winner.transpose(1, 2, 3, 0), p.tap_index,
+                gx.transpose(0, 2, 3, 1), c, *p.window)
+            return gx,
+        gyc = channel_major(inputs[0])
         if p.kernels is not None:
             gx = numpy.empty((c, n, h, w), gyc.dtype)
             p.kernels.max_pool_grad(gyc, p.winner, p.tap_index, gx,

@@ -4,12 +4,14 @@ Chainer's own CPU acceleration, iDeep, was a binding of this library
 (then MKL-DNN) and has no wheels for current Pythons. The
 ``onednn-cpu-gomp`` wheel ships ``libdnnl.so.3`` (oneDNN 3.2, Apache 2.0)
 into the environment's ``lib/``; this module calls it with ``ctypes``. Its
-direct convolutions (``jit:avx2``, ``jit:avx512_core``, ...) build no
-im2col matrix: they work on channel-blocked copies of the activations
-(``nChw8c`` or ``nChw16c``), so every call reorders its operands from the
-caller's layout into the primitive's and the result back, as PyTorch's
-eager CPU convolutions do; the forward pass's reordered input is kept for
-the weight gradient (``kept`` of :func:`convolution`).
+direct convolutions (``jit:avx2``, ``brgconv:avx512_core``, ...) build no
+im2col matrix. They take channels-last activations as they are where the
+CPU has AVX-512 (:func:`convolves_channels_last`), as PyTorch's
+channels-last convolutions do; otherwise they work on channel-blocked
+copies (``nChw8c``), so every call reorders its operands from the caller's
+layout into the primitive's and the result back, and the forward pass's
+reordered input is kept for the weight gradient (``kept`` of
+:func:`convolution`). Weights are reordered on every call.
 
 :func:`available` says whether the library could be loaded; without it
 :mod:`cpu_engine.convolution_2d` uses its NumPy GEMMs. Primitives are built
@@ -33,6 +35,7 @@ _FORWARD_TRAINING = 64
 _BACKWARD_DATA = 160
 _BACKWARD_WEIGHTS = 192
 _CONVOLUTION_DIRECT = 1
+_ISA_AVX512_CORE = 0x27
 _QUERY_SRC_MD = 129
 _QUERY_DIFF_SRC_MD = 130
 _QUERY_WEIGHTS_MD = 131
@@ -86,6 +89,15 @@ _stream = ctypes.c_void_p()
 def available():
     """Whether oneDNN is loaded (and so used for float32 convolutions)."""
     return _lib is not None
+
+
+def convolves_channels_last():
+    """Whether oneDNN's convolutions take channels-last activations
+    directly in all three propagations: on CPUs with AVX-512 (its
+    ``brgconv`` kernels); on AVX2 its 1x1 convolutions of them fall back to
+    reference code, hundreds of times slower."""
+    return (_lib is not None and _lib.dnnl_get_effective_cpu_isa()
+            & _ISA_AVX512_CORE == _ISA_AVX512_CORE)
 
 
 def _check(status, what):
@@ -156,6 +168,12 @@ def _md_of(shape, strides=None):
 def _layout(a):
     """``(shape, element strides)`` of the array ``a``."""
     return a.shape, tuple(s // a.itemsize for s in a.strides)
+
+
+def _channels_last_strides(shape):
+    """Element strides of the (N, C, H, W) ``shape`` stored as (N, H, W, C)."""
+    n, c, h, w = shape
+    return h * w * c, 1, w * c, c
 
 
 def _primitive(pd, what):
@@ -314,16 +332,22 @@ class _Convolution(object):
     (N, O, Ho, Wo) arrays of the propagation, in any strides.
     """
 
-    def __init__(self, propagation, x, W, y, stride, pad_l, pad_r):
+    def __init__(self, propagation, x, W, y, stride, pad_l, pad_r,
+                 channels_last):
         _ensure_engine()
         prop, specs = _PROPAGATIONS[propagation]
         user = [_md_of(*_layout(a)) for a in (x, W, y)]
         geometry = (_Dims(*stride), _Dims(0, 0), _Dims(*pad_l),
                     _Dims(*pad_r))
-        # The primitive picks its layouts ('any'); the caller's are
-        # reordered into them.
-        pd = _descriptor(prop, [_md_of(a.shape) for a in (x, W, y)],
-                         geometry)
+        # The primitive picks the weights' layout, and the activations'
+        # unless they are to be channels-last; the caller's layouts are
+        # reordered into them where they differ.
+        pd = _descriptor(prop, [
+            _md_of(x.shape, _channels_last_strides(x.shape)
+                   if channels_last else None),
+            _md_of(W.shape),
+            _md_of(y.shape, _channels_last_strides(y.shape)
+                   if channels_last else None)], geometry)
         self.operands = [_Operand(arg, md, pd, query, is_output)
                          for (arg, query, is_output), md in zip(specs, user)]
         self.primitive = _primitive(pd, 'convolution')
@@ -338,7 +362,7 @@ class _Convolution(object):
 _primitives = {}
 
 
-def convolution(propagations, stride, pad, kept=None):
+def convolution(propagations, stride, pad, kept=None, channels_last=False):
     """Run propagations of one float32 2-D convolution, in place.
 
     ``propagations`` is a list of ``(propagation, x, W, y)``: ``'forward'``
@@ -350,18 +374,20 @@ def convolution(propagations, stride, pad, kept=None):
     ``'forward'`` is added to it, and a later ``'backward_weights'`` given
     the same list reads that copy instead of reordering ``x`` again.
     ``stride`` and ``pad`` are (y, x) pairs; the padding after the input
-    follows from the shapes.
+    follows from the shapes. With ``channels_last`` the primitives take
+    their activations stored as (N, H, W, C), else in the blocked layout
+    they choose.
     """
     with _Scope(kept or ()) as scope:
         for propagation, x, W, y in propagations:
             key = (propagation, _layout(x), _layout(W), _layout(y), stride,
-                   pad)
+                   pad, channels_last)
             primitive = _primitives.get(key)
             if primitive is None:
                 pad_r = tuple((o - 1) * s + k - i - p for o, s, k, i, p in zip(
                     y.shape[2:], stride, W.shape[2:], x.shape[2:], pad))
                 primitive = _primitives[key] = _Convolution(
-                    propagation, x, W, y, stride, pad, pad_r)
+                    propagation, x, W, y, stride, pad, pad_r, channels_last)
             primitive(x, W, y, scope)
             if propagation == 'forward' and kept is not None:
                 kept.extend(c for c in scope.reordered if c[0] is x)

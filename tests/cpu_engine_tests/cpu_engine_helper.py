@@ -14,12 +14,16 @@ TOL32 = dict(atol=1e-4, rtol=1e-4)
 
 
 def layout(x, kind):
-    """``x`` stored NCHW, channel-major, or as a strided (sliced) view."""
+    """``x`` stored NCHW, channel-major, channels-last, or as a strided
+    (sliced) view."""
     if kind == 'nchw':
         return numpy.ascontiguousarray(x)
     if kind == 'channel-major':
         return numpy.ascontiguousarray(x.transpose(1, 0, 2, 3)).transpose(
             1, 0, 2, 3)
+    if kind == 'channels-last':
+        return numpy.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(
+            0, 3, 1, 2)
     wide = numpy.zeros(x.shape[:3] + (2 * x.shape[3],), x.dtype)
     wide[..., ::2] = x
     return wide[..., ::2]
@@ -27,6 +31,21 @@ def layout(x, kind):
 
 def is_channel_major(a):
     return a.transpose(1, 0, 2, 3).flags.c_contiguous
+
+
+def is_channels_last(a):
+    return a.transpose(0, 2, 3, 1).flags.c_contiguous
+
+
+def assert_keeps_layout(y, x, kernels):
+    """An operation that keeps its input's layout: channels-last for a
+    float32 channels-last ``x`` (as :func:`run` copies it) with the C
+    loops, else channel-major."""
+    if (kernels == 'native' and x.dtype == numpy.float32
+            and is_channels_last(x.copy(order='K'))):
+        assert is_channels_last(y)
+    else:
+        assert is_channel_major(y)
 
 
 def run(f, arrays, gy_seed=7):

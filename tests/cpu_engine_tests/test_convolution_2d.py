@@ -13,6 +13,7 @@ from cpu_engine.channel_major import pair
 from cpu_engine.convolution_2d import Convolution2DFunction
 from cpu_engine_helper import assert_same
 from cpu_engine_helper import is_channel_major
+from cpu_engine_helper import is_channels_last
 from cpu_engine_helper import layout
 from cpu_engine_helper import run
 from cpu_engine_helper import run_double
@@ -40,20 +41,27 @@ def onednn_or_skip(path):
 
 
 @pytest.mark.parametrize('case', CASES)
-@pytest.mark.parametrize('kind', ['nchw', 'channel-major', 'strided'])
+@pytest.mark.parametrize('kind', ['nchw', 'channel-major', 'channels-last',
+                                  'strided'])
 @pytest.mark.parametrize('bias', [False, True])
-@pytest.mark.parametrize('path', ['onednn', 'onednn-gemm', 'numpy',
-                                  'numpy-chunked'])
+@pytest.mark.parametrize('path', ['onednn-channels-last', 'rows', 'onednn',
+                                  'onednn-gemm', 'numpy', 'numpy-chunked'])
 def test_matches_chainer(case, kind, bias, path, monkeypatch):
     onednn_or_skip(path)
-    # 'onednn': direct convolutions on every layer, however small;
-    # 'onednn-gemm': the GEMMs of im2col columns, by oneDNN's sgemm.
+    # Channels-last activations: 'onednn-channels-last', every layer by
+    # oneDNN's direct convolutions but strided 1x1 ones; 'rows', every
+    # unpadded 1x1 layer by GEMMs of the rows. Channel-major ones:
+    # 'onednn', direct convolutions of blocked copies on every layer,
+    # however small; 'onednn-gemm', the GEMMs of im2col columns, by
+    # oneDNN's sgemm; 'numpy', NumPy's GEMMs.
     min_pixels = {'onednn': 0, 'onednn-gemm': 10 ** 9}.get(path)
     if min_pixels is not None:
         monkeypatch.setattr(convolution_module, 'ONEDNN_MIN_PIXELS',
                             min_pixels)
         monkeypatch.setattr(convolution_module, 'ONEDNN_MIN_PIXELS_1X1',
                             min_pixels)
+    monkeypatch.setattr(convolution_module, 'ROWS_MAX_PIXELS',
+                        10 ** 9 if path == 'rows' else 0)
     if path == 'numpy-chunked':  # one image per im2col chunk
         monkeypatch.setattr(convolution_module, 'CHUNK_BYTES', 1)
     monkeypatch.setattr(onednn, '_primitives', {})
@@ -67,34 +75,46 @@ def test_matches_chainer(case, kind, bias, path, monkeypatch):
         arrays.append(rng.standard_normal(out_c).astype(numpy.float32))
     expected, _ = run(
         lambda *a: F.convolution_2d(*a, stride=stride, pad=pad), arrays)
-    with chainer.using_config('cpu_onednn', path.startswith('onednn')):
+    channels_last = path in ('onednn-channels-last', 'rows')
+    with chainer.using_config('cpu_onednn', path not in ('numpy',
+                                                         'numpy-chunked')), \
+            chainer.using_config('cpu_channels_last', channels_last):
         actual, y = run(
             lambda *a: cpu_engine.convolution_2d(*a, stride=stride, pad=pad),
             arrays)
     assert isinstance(y.creator, Convolution2DFunction)
-    assert is_channel_major(y.array)
-    assert is_channel_major(actual[1])
+    is_layout = is_channels_last if channels_last else is_channel_major
+    assert is_layout(y.array)
+    assert is_layout(actual[1])
     # Forward, backward data and backward weights: three new primitives.
+    one_by_one = pair(k) == (1, 1) and pair(pad) == (0, 0)
     strided_1x1 = pair(k) == (1, 1) and pair(stride) != (1, 1)
-    assert len(onednn._primitives) == (
-        3 if path == 'onednn' and not strided_1x1 else 0)
+    direct = {'onednn-channels-last': not (one_by_one and strided_1x1),
+              'rows': not one_by_one,
+              'onednn': not strided_1x1}.get(path, False)
+    assert len(onednn._primitives) == (3 if direct else 0)
     assert_same(expected, actual)
 
 
-@pytest.mark.parametrize('k, stride, size, expected', [
-    (3, 1, 4, True), (3, 1, 3, False), (7, 2, 8, True),
-    (1, 1, 8, True), (1, 1, 7, False), (1, 2, 16, False)])
-def test_onednn_takes_the_layers_where_it_pays(k, stride, size, expected):
+@pytest.mark.parametrize('k, stride, pad, size, channel_major, last', [
+    (3, 1, 1, 4, 'onednn', 'onednn'), (3, 1, 1, 3, 'columns', 'onednn'),
+    (7, 2, 3, 8, 'onednn', 'onednn'), (1, 1, 0, 8, 'onednn', 'onednn'),
+    (1, 1, 0, 7, 'columns', 'rows'), (1, 2, 0, 16, 'columns', 'rows'),
+    (1, 1, 1, 7, 'columns', 'onednn')])
+def test_each_layout_takes_the_paths_that_pay(k, stride, pad, size,
+                                              channel_major, last):
     onednn_or_skip('onednn')
     x = numpy.zeros((2, 3, size * stride, size * stride), numpy.float32)
     W = numpy.zeros((4, 3, k, k), numpy.float32)
-    assert convolution_module._uses_onednn(
-        x, W, (stride, stride), size, size) is expected
+    args = (x, W, (stride, stride), (pad, pad), size, size)
+    with chainer.using_config('cpu_channels_last', False):
+        assert convolution_module._path(*args) == channel_major
+    with chainer.using_config('cpu_channels_last', True):
+        assert convolution_module._path(*args) == last
     with chainer.using_config('cpu_onednn', False):
-        assert not convolution_module._uses_onednn(
-            x, W, (stride, stride), size, size)
-    assert not convolution_module._uses_onednn(
-        x.astype(numpy.float64), W, (stride, stride), size, size)
+        assert convolution_module._path(*args) == 'columns'
+    assert convolution_module._path(
+        x.astype(numpy.float64), *args[1:]) == 'columns'
 
 
 def test_onednn_primitives_are_reused(monkeypatch):
@@ -163,12 +183,15 @@ DOUBLE_TOL = {numpy.float16: dict(atol=1e-2, rtol=1e-2),
 @pytest.mark.parametrize('bias', [False, True])
 @pytest.mark.parametrize('dtype', [numpy.float16, numpy.float32,
                                    numpy.float64])
-@pytest.mark.parametrize('path', ['onednn', 'numpy'])
+@pytest.mark.parametrize('path', ['onednn-channels-last', 'rows', 'onednn',
+                                  'numpy'])
 def test_double_backward_matches_chainer(case, bias, dtype, path,
                                          monkeypatch):
     onednn_or_skip(path)
     monkeypatch.setattr(convolution_module, 'ONEDNN_MIN_PIXELS', 0)
     monkeypatch.setattr(convolution_module, 'ONEDNN_MIN_PIXELS_1X1', 0)
+    monkeypatch.setattr(convolution_module, 'ROWS_MAX_PIXELS',
+                        10 ** 9 if path == 'rows' else 0)
     n, c, h, w, out_c, k, stride, pad = case
     kh, kw = pair(k)
     rng = numpy.random.RandomState(4)
@@ -179,7 +202,9 @@ def test_double_backward_matches_chainer(case, bias, dtype, path,
         arrays.append(rng.standard_normal(out_c).astype(dtype))
     expected = run_double(
         lambda *a: F.convolution_2d(*a, stride=stride, pad=pad), arrays)
-    with chainer.using_config('cpu_onednn', path == 'onednn'):
+    with chainer.using_config('cpu_onednn', path != 'numpy'), \
+            chainer.using_config('cpu_channels_last',
+                                 path in ('onednn-channels-last', 'rows')):
         actual = run_double(
             lambda *a: cpu_engine.convolution_2d(*a, stride=stride, pad=pad),
             arrays)

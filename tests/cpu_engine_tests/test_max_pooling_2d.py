@@ -7,7 +7,7 @@ import pytest
 import cpu_engine
 from cpu_engine.max_pooling_2d import MaxPooling2D
 from cpu_engine_helper import assert_same
-from cpu_engine_helper import is_channel_major
+from cpu_engine_helper import assert_keeps_layout
 from cpu_engine_helper import KERNELS
 from cpu_engine_helper import layout
 from cpu_engine_helper import run
@@ -29,7 +29,7 @@ CASES = [
 
 
 @pytest.mark.parametrize('shape,k,stride,pad,cover_all', CASES)
-@pytest.mark.parametrize('kind', ['nchw', 'channel-major'])
+@pytest.mark.parametrize('kind', ['nchw', 'channel-major', 'channels-last'])
 @pytest.mark.parametrize('kernels', KERNELS)
 def test_matches_chainer(shape, k, stride, pad, cover_all, kind, kernels,
                          monkeypatch):
@@ -43,7 +43,7 @@ def test_matches_chainer(shape, k, stride, pad, cover_all, kind, kernels,
     actual, y = run(lambda a: cpu_engine.max_pooling_2d(
         a, k, stride, pad, cover_all), [x])
     assert isinstance(y.creator, MaxPooling2D)
-    assert is_channel_major(y.array)
+    assert_keeps_layout(y.array, x, kernels)
     assert_same(expected, actual, atol=0, rtol=0)
 
 
@@ -59,9 +59,10 @@ def test_gradient_check():
 @pytest.mark.parametrize('shape,k,stride,pad,cover_all', CASES)
 @pytest.mark.parametrize('dtype', [numpy.float16, numpy.float32,
                                    numpy.float64])
+@pytest.mark.parametrize('kind', ['channel-major', 'channels-last'])
 @pytest.mark.parametrize('kernels', KERNELS)
 def test_double_backward_matches_chainer(shape, k, stride, pad, cover_all,
-                                         dtype, kernels, monkeypatch):
+                                         dtype, kind, kernels, monkeypatch):
     """``ggy`` is ``ggx`` at the winners; where a window lies wholly in
     the padding Chainer's reads its -inf padding, and so does the engine.
     float16 input gradients of overlapping windows are summed in float32
@@ -70,7 +71,7 @@ def test_double_backward_matches_chainer(shape, k, stride, pad, cover_all,
     rng = numpy.random.RandomState(17)
     x = rng.standard_normal(shape).astype(dtype)
     x[0, 0, :3, :3] = 1.0  # ties: the first maximum is the winner
-    x = layout(x, 'channel-major')
+    x = layout(x, kind)
     expected = run_double(lambda a: F.max_pooling_2d(
         a, k, stride, pad, cover_all), [x])
     actual = run_double(lambda a: cpu_engine.max_pooling_2d(
