@@ -21,8 +21,9 @@ of a 2048^3 NumPy matmul; the best step's images/s, the least disturbed by
 other processes on a shared machine, comes with it. ``--stock`` also times
 the same model with the fast paths of :mod:`cpu_engine` off (Chainer's own
 CPU functions), ``--channel-major`` with channel-major activations
-(``chainer-cm``) where the engine keeps them channels-last. If PyTorch is importable it times the same network written
-in PyTorch (eager) with the same update (:func:`torch_update`), in both of
+(``chainer-cm``) where the engine keeps them channels-last. If PyTorch is
+importable it times the same network written in PyTorch (eager) with the
+same update (:func:`torch_update`), in both of
 its memory formats, NCHW (``pytorch``) and channels-last (``pytorch-cl``),
 and prints the ratio to each and to the faster of the two in this run
 (``pytorch-best``).

@@ -1,16 +1,18 @@
-"""2-D convolution on NumPy arrays as one GEMM over the whole minibatch.
+"""2-D convolution on NumPy arrays: oneDNN's kernels, or GEMMs.
 
-With channel-major activations (:mod:`cpu_engine.channel_major`)
+For float32, the layers where it pays go to oneDNN's direct convolutions
+(:mod:`cpu_engine.onednn`; :func:`_path` says which): every layer but the
+small and strided 1x1 ones where oneDNN takes channels-last activations
+(:mod:`cpu_engine.channels_last`), which the layers then return. Those 1x1
+layers are one GEMM of the (N Ho Wo, C) rows. With channel-major
+activations (:mod:`cpu_engine.channel_major`) the other layers are
 
     y (O, N Ho Wo) = W (O, C kh kw) @ col (C kh kw, N Ho Wo)
 
 with ``col`` the input itself for 1x1 kernels, else an im2col matrix built
 :data:`CHUNK_BYTES` at a time; ``gW = gy @ col^T`` and ``gx`` is the
 stride-1 convolution of the (dilated) ``gy`` with the flipped, transposed
-kernel. For float32, the layers where it pays go to oneDNN's direct
-convolutions (:mod:`cpu_engine.onednn`, :func:`_uses_onednn`): all of them
-where oneDNN takes channels-last activations, which these layers then
-return (:mod:`cpu_engine.channels_last`); see docs/cpu_performance.md. float16 inputs are convolved in
+kernel. See docs/cpu_performance.md. float16 inputs are convolved in
 float32 and each result rounded to float16 (:mod:`cpu_engine.float16`).
 The gradients' own gradients are Chainer's functions of them.
 """
