@@ -7,7 +7,8 @@ setup(
                 '(Akiba, Suzuki & Fukuda, 2017) with Chainer and ChainerMN',
     python_requires='>=3.8',
     packages=find_packages(exclude=['tests', 'tests.*']),
-    py_modules=['chainer_compat', 'cuda_stack', 'errors', 'train_imagenet'],
+    py_modules=['chainer_compat', 'cuda_stack', 'errors', 'processes',
+                'train_imagenet'],
     package_data={'datasets': ['demo/*/*/*.jpg']},
     # F16C float16 conversions of the mpi_fp16 ring; optional: without a
     # compiler communicators.half_conversion falls back to NumPy.

@@ -37,6 +37,7 @@ from errors import STOPPED_STATUS
 from errors import InputError
 from errors import NonFiniteGradientError
 from errors import ParameterError
+import processes
 
 
 class JobInputError(InputError):
@@ -141,24 +142,8 @@ def _remove_private_temp_dirs(root, own=None):
     for name in os.listdir(root):
         pid = name[len(PRIVATE_TEMP_PREFIX):].split('-')[0]
         if name.startswith(PRIVATE_TEMP_PREFIX) and pid.isdigit() and \
-                not _runs(int(pid)):
+                not processes.runs(int(pid)):
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-
-
-def _runs(pid):
-    """Whether process ``pid`` exists and is not a zombie (killed, not yet
-    reaped)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's
-        return True
-    try:
-        with open('/proc/{}/stat'.format(pid)) as f:
-            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
-    except (OSError, IndexError):
-        return True
 
 
 def _world():

@@ -65,13 +65,7 @@ def load_square(path, side, decoder='pillow'):
     the longer one centre-cropped, as ImageNet images are prepared for a 224
     crop out of 256. Decoding is :func:`load_rgb`'s.
     """
-    with _naming_the_file(path):
-        if decoder == 'simplejpeg':
-            pixels = _decode_jpeg(path, side)
-            if pixels is not None:
-                return square(pixels, side)
-        with Image.open(path) as image:
-            return _square(_draft_rgb(image, side), side)
+    return square(load_rgb(path, side, decoder), side)
 
 
 def resized_size(width, height, side):

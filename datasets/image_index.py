@@ -17,6 +17,8 @@ from multiprocessing import shared_memory
 
 import numpy
 
+import processes
+
 #: Shared-memory names start with this, the creating process's PID namespace
 #: and its id (:func:`segment_prefix`).
 SEGMENT_PREFIX = 'image_index_'
@@ -43,7 +45,7 @@ def segment_prefix(pid):
 
 def remove_stale_segments():
     """Unlink the segments of processes of this PID namespace that no longer
-    exist.
+    run (:func:`processes.runs`).
 
     A job that is killed (SIGKILL, or MPI_Abort taking the whole process
     tree) cannot unlink its segments; the next index made on the node in the
@@ -60,15 +62,11 @@ def remove_stale_segments():
         pid = name[len(ours):].split('_')[0]
         if not name.startswith(ours) or not pid.isdigit():
             continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
+        if not processes.runs(int(pid)):
             try:
                 os.remove(os.path.join(_SHM_DIR, name))
             except OSError:
                 pass
-        except PermissionError:  # alive, another user's
-            pass
 
 
 class _Segment(object):
