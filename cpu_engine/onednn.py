@@ -18,6 +18,7 @@ reordered input is kept for the weight gradient (``kept`` of
 once per layer shape and layout and kept (:func:`convolution`).
 """
 import ctypes
+import functools
 import os
 import sys
 
@@ -91,6 +92,7 @@ def available():
     return _lib is not None
 
 
+@functools.lru_cache(maxsize=None)
 def convolves_channels_last():
     """Whether oneDNN's convolutions take channels-last activations
     directly in all three propagations: on CPUs with AVX-512 (its

@@ -89,12 +89,19 @@ def persistent_names(model):
                   for name in link._persistent)
 
 
-@pytest.mark.parametrize('dtype, zero_init, tol', [
-    # float64: the NumPy paths. float32: the C loops and oneDNN as well; a
-    # fresh network amplifies float32 rounding by orders of magnitude unless
-    # its blocks start as their shortcuts.
-    (numpy.float64, False, 1e-9), (numpy.float32, True, 1e-3)])
-def test_cpu_engine_layers_compute_what_chainers_do(dtype, zero_init, tol):
+@pytest.mark.parametrize('dtype, zero_init, tol, channels_last', [
+    # float64: the NumPy paths. float32: the C loops and oneDNN as well, in
+    # both activation layouts; a fresh network amplifies float32 rounding by
+    # orders of magnitude unless its blocks start as their shortcuts.
+    (numpy.float64, False, 1e-9, 'auto'), (numpy.float32, True, 1e-3, True),
+    (numpy.float32, True, 1e-3, False)])
+def test_cpu_engine_layers_compute_what_chainers_do(dtype, zero_init, tol,
+                                                    channels_last):
+    with chainer.using_config('cpu_channels_last', channels_last):
+        _compare_cpu_engine_with_chainer(dtype, zero_init, tol)
+
+
+def _compare_cpu_engine_with_chainer(dtype, zero_init, tol):
     numpy.random.seed(0)
     with chainer.using_config('dtype', dtype):
         chainers = ResNet50(n_class=10, width=0.25)
