@@ -222,6 +222,22 @@ static void bn_grad_x_rows(const float *x, const float *gy,
                     * coef[k];
 }
 
+/* Room for the partial sums of `chunks` chunks of c columns and for
+ * `coef_rows` rows of c per-column coefficients; 0, with MemoryError, if
+ * there is none. */
+static int bn_scratch(Py_ssize_t c, Py_ssize_t chunks, int coef_rows,
+                      double **part, float **coefs) {
+    *part = PyMem_RawMalloc(sizeof(double) * 2 * c * chunks);
+    *coefs = PyMem_RawMalloc(sizeof(float) * coef_rows * c);
+    if (*part == NULL || *coefs == NULL) {
+        PyMem_RawFree(*part);
+        PyMem_RawFree(*coefs);
+        PyErr_NoMemory();
+        return 0;
+    }
+    return 1;
+}
+
 /* Column sums of the chunks' partial sums, in chunk order. */
 static void bn_combine(const double *part, Py_ssize_t chunks, Py_ssize_t c,
                        Py_ssize_t k, double *s1, double *s2) {
@@ -542,6 +558,38 @@ static PyObject *py_weight_decay(PyObject *self, PyObject *args) {
     return finish(v, 2, ok);
 }
 
+/* Parses bn_forward's arguments (x, gamma, beta, eps, y, mean, var,
+ * inv_std) by `format` into v and eps; sets *c (channels) and *m (values
+ * per channel).  Whether the lengths fit (1 or 0), or -1 with an error. */
+static int bn_forward_args(PyObject *args, const char *format, Py_buffer *v,
+                           double *eps, Py_ssize_t *c, Py_ssize_t *m) {
+    if (!PyArg_ParseTuple(args, format, in_floats, &v[0], in_floats, &v[1],
+                          in_floats, &v[2], eps, out_floats, &v[3],
+                          out_floats, &v[4], out_floats, &v[5],
+                          out_floats, &v[6]))
+        return -1;
+    *c = LEN(v[1]);
+    *m = *c ? LEN(v[0]) / *c : 0;
+    return LEN(v[0]) == *c * *m && LEN(v[3]) == *c * *m && LEN(v[2]) == *c
+           && LEN(v[4]) == *c && LEN(v[5]) == *c && LEN(v[6]) == *c;
+}
+
+/* The same for bn_backward's (x, gy, gamma, mean, inv_std, gx, ggamma,
+ * gbeta). */
+static int bn_backward_args(PyObject *args, const char *format, Py_buffer *v,
+                            Py_ssize_t *c, Py_ssize_t *m) {
+    if (!PyArg_ParseTuple(args, format, in_floats, &v[0], in_floats, &v[1],
+                          in_floats, &v[2], in_floats, &v[3],
+                          in_floats, &v[4], out_floats, &v[5],
+                          out_floats, &v[6], out_floats, &v[7]))
+        return -1;
+    *c = LEN(v[2]);
+    *m = *c ? LEN(v[0]) / *c : 0;
+    return LEN(v[0]) == *c * *m && LEN(v[1]) == *c * *m
+           && LEN(v[5]) == *c * *m && LEN(v[3]) == *c && LEN(v[4]) == *c
+           && LEN(v[6]) == *c && LEN(v[7]) == *c;
+}
+
 static PyObject *py_bn_forward(PyObject *self, PyObject *args) {
     /* x, gamma, beta, y, mean, var, inv_std */
     Py_buffer v[7];
@@ -549,16 +597,10 @@ static PyObject *py_bn_forward(PyObject *self, PyObject *args) {
     Py_ssize_t c, n;
     int ok;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O&O&O&dO&O&O&O&:bn_forward",
-                          in_floats, &v[0], in_floats, &v[1],
-                          in_floats, &v[2], &eps, out_floats, &v[3],
-                          out_floats, &v[4], out_floats, &v[5],
-                          out_floats, &v[6]))
+    ok = bn_forward_args(args, "O&O&O&dO&O&O&O&:bn_forward", v, &eps, &c,
+                         &n);
+    if (ok < 0)
         return NULL;
-    c = LEN(v[1]);
-    n = c ? LEN(v[0]) / c : 0;
-    ok = LEN(v[0]) == c * n && LEN(v[3]) == c * n && LEN(v[2]) == c
-         && LEN(v[4]) == c && LEN(v[5]) == c && LEN(v[6]) == c;
     if (ok) {
         const float *x = v[0].buf, *gamma = v[1].buf, *beta = v[2].buf;
         float *y = v[3].buf, *mean = v[4].buf, *var = v[5].buf,
@@ -582,17 +624,9 @@ static PyObject *py_bn_backward(PyObject *self, PyObject *args) {
     Py_ssize_t c, n;
     int ok;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O&O&O&O&O&O&O&O&:bn_backward",
-                          in_floats, &v[0], in_floats, &v[1],
-                          in_floats, &v[2], in_floats, &v[3],
-                          in_floats, &v[4], out_floats, &v[5],
-                          out_floats, &v[6], out_floats, &v[7]))
+    ok = bn_backward_args(args, "O&O&O&O&O&O&O&O&:bn_backward", v, &c, &n);
+    if (ok < 0)
         return NULL;
-    c = LEN(v[2]);
-    n = c ? LEN(v[0]) / c : 0;
-    ok = LEN(v[0]) == c * n && LEN(v[1]) == c * n && LEN(v[5]) == c * n
-         && LEN(v[3]) == c && LEN(v[4]) == c && LEN(v[6]) == c
-         && LEN(v[7]) == c;
     if (ok) {
         const float *x = v[0].buf, *gy = v[1].buf, *gamma = v[2].buf,
                     *mean = v[3].buf, *inv_std = v[4].buf;
@@ -620,29 +654,15 @@ static PyObject *py_bn_forward_cl(PyObject *self, PyObject *args) {
     float *coefs = NULL;
     int ok;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O&O&O&dO&O&O&O&:bn_forward_cl",
-                          in_floats, &v[0], in_floats, &v[1],
-                          in_floats, &v[2], &eps, out_floats, &v[3],
-                          out_floats, &v[4], out_floats, &v[5],
-                          out_floats, &v[6]))
+    ok = bn_forward_args(args, "O&O&O&dO&O&O&O&:bn_forward_cl", v, &eps, &c,
+                         &m);
+    if (ok < 0)
         return NULL;
-    c = LEN(v[1]);
-    m = c ? LEN(v[0]) / c : 0;
-    ok = m > 0 && LEN(v[0]) == c * m && LEN(v[3]) == c * m
-         && LEN(v[2]) == c && LEN(v[4]) == c && LEN(v[5]) == c
-         && LEN(v[6]) == c;
+    ok = ok && m > 0;
     rows = bn_chunk_rows(c);
     chunks = (m + rows - 1) / rows;
-    if (ok) {
-        part = PyMem_RawMalloc(sizeof(double) * 2 * c * chunks);
-        coefs = PyMem_RawMalloc(sizeof(float) * 2 * c);
-        if (part == NULL || coefs == NULL) {
-            PyMem_RawFree(part);
-            PyMem_RawFree(coefs);
-            PyErr_NoMemory();
-            return finish(v, 7, -1);
-        }
-    }
+    if (ok && !bn_scratch(c, chunks, 2, &part, &coefs))
+        return finish(v, 7, -1);
     if (ok) {
         const float *x = v[0].buf, *gamma = v[1].buf, *beta = v[2].buf;
         float *y = v[3].buf, *mean = v[4].buf, *var = v[5].buf,
@@ -691,29 +711,15 @@ static PyObject *py_bn_backward_cl(PyObject *self, PyObject *args) {
     float *coefs = NULL;
     int ok;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O&O&O&O&O&O&O&O&:bn_backward_cl",
-                          in_floats, &v[0], in_floats, &v[1],
-                          in_floats, &v[2], in_floats, &v[3],
-                          in_floats, &v[4], out_floats, &v[5],
-                          out_floats, &v[6], out_floats, &v[7]))
+    ok = bn_backward_args(args, "O&O&O&O&O&O&O&O&:bn_backward_cl", v, &c,
+                          &m);
+    if (ok < 0)
         return NULL;
-    c = LEN(v[2]);
-    m = c ? LEN(v[0]) / c : 0;
-    ok = m > 0 && LEN(v[0]) == c * m && LEN(v[1]) == c * m
-         && LEN(v[5]) == c * m && LEN(v[3]) == c && LEN(v[4]) == c
-         && LEN(v[6]) == c && LEN(v[7]) == c;
+    ok = ok && m > 0;
     rows = bn_chunk_rows(c);
     chunks = (m + rows - 1) / rows;
-    if (ok) {
-        part = PyMem_RawMalloc(sizeof(double) * 2 * c * chunks);
-        coefs = PyMem_RawMalloc(sizeof(float) * 3 * c);
-        if (part == NULL || coefs == NULL) {
-            PyMem_RawFree(part);
-            PyMem_RawFree(coefs);
-            PyErr_NoMemory();
-            return finish(v, 8, -1);
-        }
-    }
+    if (ok && !bn_scratch(c, chunks, 3, &part, &coefs))
+        return finish(v, 8, -1);
     if (ok) {
         const float *x = v[0].buf, *gy = v[1].buf, *gamma = v[2].buf,
                     *mean = v[3].buf, *inv_std = v[4].buf;
