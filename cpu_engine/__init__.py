@@ -6,8 +6,10 @@ The package is a layer set with the names of :mod:`models.chainer_layers`
 ``layers=cpu_engine`` trains on it; :mod:`cpu_engine.updates` is the kernel
 set of the optimizer's updates (``cpu_kernels`` of
 :func:`optimizers.recipes.create_optimizer`). Activations are kept
-channel-major (:mod:`cpu_engine.channel_major`); other arrays go through
-Chainer's own functions unchanged. The training script imports the package
+channels-last where oneDNN convolves them so
+(:mod:`cpu_engine.channels_last`, AVX-512), else channel-major
+(:mod:`cpu_engine.channel_major`); other arrays go through Chainer's own
+functions unchanged. The training script imports the package
 for CPU runs only: it loads oneDNN and OpenMP.
 """
 from cpu_engine import cpu_runtime  # NOQA

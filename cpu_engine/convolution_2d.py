@@ -160,8 +160,8 @@ class Convolution2DFunction(function_node.FunctionNode):
     """Convolution of NumPy arrays (no dilation, no groups).
 
     Inputs may have any memory layout; outputs and gradients are
-    channels-last (N, C, H, W) arrays where oneDNN convolves them so,
-    else channel-major.
+    channels-last (N, C, H, W) arrays where the engine keeps activations
+    so (:func:`cpu_engine.channels_last.enabled`), else channel-major.
     """
 
     def __init__(self, stride=1, pad=0):
