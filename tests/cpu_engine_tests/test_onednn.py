@@ -1,11 +1,15 @@
-"""cpu_engine.onednn: the library loads, its GEMM is NumPy's, and the
-forward's reordered input is kept for the weight gradient."""
+"""cpu_engine.onednn: the library loads, its GEMM is NumPy's, the
+forward's reordered input is kept for the weight gradient, and it takes
+channels-last activations only with AVX-512 kernels."""
+import os
 import platform
+import subprocess
 import sys
 
 import numpy
 import pytest
 
+from conftest import REPO
 from cpu_engine import onednn
 from cpu_engine_helper import TOL32
 
@@ -70,3 +74,33 @@ def test_the_forward_copy_of_x_serves_the_weight_gradient(monkeypatch):
     # Without the kept copy, x is reordered again; the gradient is the same.
     assert counts[1] == counts[0] + 1
     assert gWs[0].tobytes() == gWs[1].tobytes()
+
+
+@needs_onednn
+def test_activations_stay_channel_major_where_onednn_lacks_avx512():
+    """``ONEDNN_MAX_CPU_ISA=AVX2`` gives oneDNN an AVX2 machine's kernels,
+    whose 1x1 convolutions of channels-last memory are reference code: the
+    engine's default layout is then channel-major."""
+    code = '\n'.join([
+        'import chainer_compat',
+        'import numpy',
+        'import cpu_engine',
+        'from cpu_engine import channels_last, onednn',
+        'x = numpy.ones((2, 8, 9, 9), numpy.float32)',
+        'W = numpy.ones((8, 8, 3, 3), numpy.float32)',
+        'y = cpu_engine.convolution_2d(x, W, pad=1).array',
+        'print(onednn.convolves_channels_last(), channels_last.enabled(),',
+        '      y.transpose(1, 0, 2, 3).flags.c_contiguous)'])
+    for isa, expected in (('AVX2', 'False False True'),
+                          ('ALL', None)):
+        out = subprocess.run(
+            [sys.executable, '-c', code], cwd=REPO, capture_output=True,
+            text=True, timeout=60,
+            env=dict(os.environ, PYTHONPATH=REPO, ONEDNN_MAX_CPU_ISA=isa))
+        assert out.returncode == 0, out.stderr
+        if expected is not None:
+            assert out.stdout.strip() == expected
+        else:  # this machine's own kernels: channels-last where AVX-512
+            avx512, enabled, channel_major = out.stdout.split()
+            assert enabled == avx512
+            assert channel_major == str(avx512 == 'False')
