@@ -372,9 +372,10 @@ static void max_pool_cl_row(const float *x, float *y, unsigned char *winner,
             for (Py_ssize_t j = 0; j < g->kw; ++j) {
                 Py_ssize_t col = q * g->sx + j - g->pw;
                 unsigned char t = tap_index[i * g->kw + j];
-                const float *xr = x + ((n * g->h + row) * g->w + col) * c;
+                const float *xr;
                 if (col < 0 || col >= g->w)
                     continue;
+                xr = x + ((n * g->h + row) * g->w + col) * c;
                 for (Py_ssize_t k = 0; k < c; ++k) {
                     float v = xr[k], m = yr[k];
                     int take = (v > m) | ((v != v) & (m == m));
