@@ -8,6 +8,7 @@ permuted strides, and NumPy's element-wise operations keep that order.
 """
 import numpy
 
+from cpu_engine.cpu_runtime import contiguous
 from cpu_engine.cpu_runtime import parallel_for
 
 
@@ -16,15 +17,7 @@ def channel_major(x):
 
     A view when ``x`` is already stored channel-major, else a copy.
     """
-    t = x.transpose(1, 0, 2, 3)
-    if t.flags.c_contiguous:
-        return t
-    out = numpy.empty(t.shape, t.dtype)
-
-    def copy(lo, hi):
-        out[lo:hi] = t[lo:hi]
-    parallel_for(copy, t.shape[0])
-    return out
+    return contiguous(x.transpose(1, 0, 2, 3))
 
 
 def nchw(xc):

@@ -14,7 +14,7 @@ import chainer
 import numpy
 
 from cpu_engine import onednn
-from cpu_engine.cpu_runtime import parallel_for
+from cpu_engine.cpu_runtime import contiguous
 
 
 def enabled():
@@ -43,15 +43,7 @@ def empty(shape, dtype):
 def rows(x):
     """The (N H W, C) C-contiguous array of the (N, C, H, W) array ``x``:
     a view when ``x`` is channels-last, else a copy."""
-    t = x.transpose(0, 2, 3, 1)
-    if not t.flags.c_contiguous:
-        out = numpy.empty(t.shape, t.dtype)
-
-        def copy(lo, hi):
-            out[lo:hi] = t[lo:hi]
-        parallel_for(copy, t.shape[0])
-        t = out
-    return t.reshape(-1, x.shape[1])
+    return contiguous(x.transpose(0, 2, 3, 1)).reshape(-1, x.shape[1])
 
 
 def nchw(r, shape):

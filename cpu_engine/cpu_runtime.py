@@ -105,6 +105,19 @@ def parallel_for(fn, n):
         future.result()
 
 
+def contiguous(a):
+    """``a`` itself when C-contiguous, else a C-contiguous copy made by
+    :func:`parallel_for` over its first axis."""
+    if a.flags.c_contiguous:
+        return a
+    out = numpy.empty(a.shape, a.dtype)
+
+    def copy(lo, hi):
+        out[lo:hi] = a[lo:hi]
+    parallel_for(copy, a.shape[0])
+    return out
+
+
 def fast_paths_enabled():
     """Whether the NumPy fast paths of :mod:`cpu_engine` are on.
 
