@@ -57,6 +57,9 @@ function end_box(drop) {
     dropped = drop
     fflush()
 }
+# The launcher of Open MPI at times forwards the closing NUL byte of a C
+# string with a report; it lands in front of whichever line comes next.
+{ gsub(/\0/, "") }
 $0 == rule || $0 == " " rule {
     if (box == "") {
         box = $0
@@ -81,7 +84,7 @@ box != "" {
     }
     next
 }
-dropped && !/[[:graph:]]/ { next }   # the blank (or NUL) line after one
+dropped && !/[[:graph:]]/ { next }   # the blank line after one
 /^srun: error: [^ ]+: tasks? [0-9,-]+: (Exited with exit code [0-9]+|Killed)$/ {
     next
 }

@@ -350,6 +350,8 @@ def test_quiet_drops_the_reports_of_the_end_only():
     assert quiet(timeout) == timeout
     unclosed = RULE + '\nnot a box\n'
     assert quiet(unclosed) == unclosed
+    # A NUL byte from the launcher lands in front of the next line.
+    assert quiet('\0error: bad\nepoch\0 2\n') == 'error: bad\nepoch 2\n'
 
 
 def test_quiet_names_a_lost_node_and_its_ranks():
