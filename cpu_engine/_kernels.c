@@ -10,14 +10,17 @@
  *         theta += lr v
  *     weight_decay(g, theta, rate)
  *         g += rate theta
- *     bn_forward(x, gamma, beta, eps, y, mean, var, inv_std)
+ *     bn_forward(x, gamma, beta, eps, y, mean, var, inv_std, relu)
  *         per row c of x (C, M): mean, var (biased), inv_std = 1/sqrt(var+eps)
- *         y = gamma (x - mean) inv_std + beta
- *     bn_backward(x, gy, gamma, mean, inv_std, gx, ggamma, gbeta)
+ *         y = (x - mean) (gamma inv_std) + beta, then max(y, 0) if relu
+ *     bn_backward(x, gy, gamma, mean, inv_std, gx, ggamma, gbeta[, beta])
  *         gbeta = sum(gy), ggamma = sum(gy x_hat), x_hat = (x - mean) inv_std
  *         gx = gamma inv_std (gy - (x_hat ggamma + gbeta) / M)
- *     bn_forward_cl(x, gamma, beta, eps, y, mean, var, inv_std)
- *     bn_backward_cl(x, gy, gamma, mean, inv_std, gx, ggamma, gbeta)
+ *         given beta, gy is first taken as 0 where the forward pass's y
+ *         (recomputed from x, in its float operations) is not positive:
+ *         the gradient of max(y, 0)
+ *     bn_forward_cl(x, gamma, beta, eps, y, mean, var, inv_std, relu)
+ *     bn_backward_cl(x, gy, gamma, mean, inv_std, gx, ggamma, gbeta[, beta])
  *         the same over the columns c of x (M, C): channels-last activations
  *     relu(y, a[, b])
  *         y = max(a + b, 0)  (the residual block's output), or max(a, 0)
@@ -56,6 +59,8 @@
 #include <Python.h>
 
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -114,11 +119,22 @@ static void decay_loop(float *g, const float *theta, float rate,
         g[i] += theta[i] * rate;
 }
 
+/* g where the normalized value v is positive, else 0: the gradient of
+ * max(v, 0). A mask of g's bits rather than a branch, so that the loops
+ * around it vectorize. */
+static inline float relu_grad(float g, float v) {
+    uint32_t bits;
+    memcpy(&bits, &g, sizeof bits);
+    bits &= -(uint32_t)(v > 0);
+    memcpy(&g, &bits, sizeof g);
+    return g;
+}
+
 CLONES
 static void bn_forward_loop(const float *x, const float *gamma,
                             const float *beta, double eps, float *y,
                             float *mean, float *var, float *inv_std,
-                            Py_ssize_t c, Py_ssize_t n) {
+                            int relu, Py_ssize_t c, Py_ssize_t n) {
     for (Py_ssize_t k = 0; k < c; ++k, x += n, y += n) {
         double sum = 0, sq = 0;
 #pragma omp simd reduction(+:sum)
@@ -128,34 +144,51 @@ static void bn_forward_loop(const float *x, const float *gamma,
 #pragma omp simd reduction(+:sq)
         for (Py_ssize_t i = 0; i < n; ++i)
             sq += (x[i] - mu) * (x[i] - mu);
-        double istd = 1 / sqrt(sq / n + eps);
-        float mu_f = (float)mu, scale = (float)(gamma[k] * istd), b = beta[k];
-        for (Py_ssize_t i = 0; i < n; ++i)
-            y[i] = (x[i] - mu_f) * scale + b;
+        float istd = (float)(1 / sqrt(sq / n + eps));
+        float mu_f = (float)mu, scale = gamma[k] * istd, b = beta[k];
+        for (Py_ssize_t i = 0; i < n; ++i) {
+            float v = (x[i] - mu_f) * scale + b;
+            y[i] = relu && !(v > 0) ? 0 : v;
+        }
         mean[k] = mu_f;
         var[k] = (float)(sq / n);
-        inv_std[k] = (float)istd;
+        inv_std[k] = istd;
     }
 }
 
 CLONES
 static void bn_backward_loop(const float *x, const float *gy,
                              const float *gamma, const float *mean,
-                             const float *inv_std, float *gx, float *ggamma,
-                             float *gbeta, Py_ssize_t c, Py_ssize_t n) {
+                             const float *inv_std, const float *beta,
+                             float *gx, float *ggamma, float *gbeta,
+                             Py_ssize_t c, Py_ssize_t n) {
     for (Py_ssize_t k = 0; k < c; ++k, x += n, gy += n, gx += n) {
         double sum = 0, dot = 0;
-        float mu = mean[k];
+        float mu = mean[k], coef = gamma[k] * inv_std[k];
+        float b = beta != NULL ? beta[k] : 0;
+        if (beta != NULL) {
 #pragma omp simd reduction(+:sum, dot)
-        for (Py_ssize_t i = 0; i < n; ++i) {
-            sum += gy[i];
-            dot += (double)gy[i] * (x[i] - mu);
+            for (Py_ssize_t i = 0; i < n; ++i) {
+                float g = relu_grad(gy[i], (x[i] - mu) * coef + b);
+                sum += g;
+                dot += (double)g * (x[i] - mu);
+            }
+        } else {
+#pragma omp simd reduction(+:sum, dot)
+            for (Py_ssize_t i = 0; i < n; ++i) {
+                sum += gy[i];
+                dot += (double)gy[i] * (x[i] - mu);
+            }
         }
         float gg = (float)(dot * inv_std[k]), gb = (float)sum;
         float slope = inv_std[k] * gg / n, shift = gb / n;
-        float coef = gamma[k] * inv_std[k];
-        for (Py_ssize_t i = 0; i < n; ++i)
-            gx[i] = (gy[i] - ((x[i] - mu) * slope + shift)) * coef;
+        if (beta != NULL)
+            for (Py_ssize_t i = 0; i < n; ++i)
+                gx[i] = (relu_grad(gy[i], (x[i] - mu) * coef + b)
+                         - ((x[i] - mu) * slope + shift)) * coef;
+        else
+            for (Py_ssize_t i = 0; i < n; ++i)
+                gx[i] = (gy[i] - ((x[i] - mu) * slope + shift)) * coef;
         ggamma[k] = gg;
         gbeta[k] = gb;
     }
@@ -187,39 +220,61 @@ static void bn_stats_rows(const float *x, const float *ref, double *s1,
 
 /* Per column k: s1 = sum(gy), s2 = sum(gy (x - mean)). */
 CLONES
-static void bn_grad_rows(const float *x, const float *gy, const float *mean,
-                         double *s1, double *s2, Py_ssize_t rows,
-                         Py_ssize_t c) {
+static void bn_grad_rows(const float *x, const float *gy,
+                         const float *mean, const float *coef,
+                         const float *beta, double *s1, double *s2,
+                         Py_ssize_t rows, Py_ssize_t c) {
     for (Py_ssize_t k = 0; k < c; ++k)
         s1[k] = s2[k] = 0;
-    for (Py_ssize_t r = 0; r < rows; ++r, x += c, gy += c)
-        for (Py_ssize_t k = 0; k < c; ++k) {
-            s1[k] += gy[k];
-            s2[k] += (double)gy[k] * (x[k] - mean[k]);
-        }
+    if (beta != NULL)
+        for (Py_ssize_t r = 0; r < rows; ++r, x += c, gy += c)
+#pragma omp simd
+            for (Py_ssize_t k = 0; k < c; ++k) {
+                float g = relu_grad(gy[k],
+                                    (x[k] - mean[k]) * coef[k] + beta[k]);
+                s1[k] += g;
+                s2[k] += (double)g * (x[k] - mean[k]);
+            }
+    else
+        for (Py_ssize_t r = 0; r < rows; ++r, x += c, gy += c)
+            for (Py_ssize_t k = 0; k < c; ++k) {
+                s1[k] += gy[k];
+                s2[k] += (double)gy[k] * (x[k] - mean[k]);
+            }
 }
 
-/* out = (x - a) b + d per column, over rows of c: y of the forward pass
- * (a = mean, b = scale, d = beta), or gx = gy - ((x - mean) slope + shift)
- * scaled by coef for the backward pass (see bn_backward_cl). */
+/* out = (x - a) b + d per column, over rows of c (y of the forward pass:
+ * a = mean, b = scale, d = beta), then max(out, 0) if relu. */
 CLONES
 static void bn_affine_rows(const float *x, const float *a, const float *b,
-                           const float *d, float *out, Py_ssize_t rows,
-                           Py_ssize_t c) {
+                           const float *d, int relu, float *out,
+                           Py_ssize_t rows, Py_ssize_t c) {
     for (Py_ssize_t r = 0; r < rows; ++r, x += c, out += c)
-        for (Py_ssize_t k = 0; k < c; ++k)
-            out[k] = (x[k] - a[k]) * b[k] + d[k];
+        for (Py_ssize_t k = 0; k < c; ++k) {
+            float v = (x[k] - a[k]) * b[k] + d[k];
+            out[k] = relu && !(v > 0) ? 0 : v;
+        }
 }
 
 CLONES
 static void bn_grad_x_rows(const float *x, const float *gy,
                            const float *mean, const float *slope,
-                           const float *shift, const float *coef, float *gx,
-                           Py_ssize_t rows, Py_ssize_t c) {
-    for (Py_ssize_t r = 0; r < rows; ++r, x += c, gy += c, gx += c)
-        for (Py_ssize_t k = 0; k < c; ++k)
-            gx[k] = (gy[k] - ((x[k] - mean[k]) * slope[k] + shift[k]))
-                    * coef[k];
+                           const float *shift, const float *coef,
+                           const float *beta, float *gx, Py_ssize_t rows,
+                           Py_ssize_t c) {
+    if (beta != NULL)
+        for (Py_ssize_t r = 0; r < rows; ++r, x += c, gy += c, gx += c)
+#pragma omp simd
+            for (Py_ssize_t k = 0; k < c; ++k)
+                gx[k] = (relu_grad(gy[k], (x[k] - mean[k]) * coef[k]
+                                          + beta[k])
+                         - ((x[k] - mean[k]) * slope[k] + shift[k]))
+                        * coef[k];
+    else
+        for (Py_ssize_t r = 0; r < rows; ++r, x += c, gy += c, gx += c)
+            for (Py_ssize_t k = 0; k < c; ++k)
+                gx[k] = (gy[k] - ((x[k] - mean[k]) * slope[k] + shift[k]))
+                        * coef[k];
 }
 
 /* Room for the partial sums of `chunks` chunks of c columns and for
@@ -560,14 +615,16 @@ static PyObject *py_weight_decay(PyObject *self, PyObject *args) {
 }
 
 /* Parses bn_forward's arguments (x, gamma, beta, eps, y, mean, var,
- * inv_std) by `format` into v and eps; sets *c (channels) and *m (values
- * per channel).  Whether the lengths fit (1 or 0), or -1 with an error. */
+ * inv_std, relu) by `format` into v, eps and relu; sets *c (channels) and
+ * *m (values per channel).  Whether the lengths fit (1 or 0), or -1 with
+ * an error. */
 static int bn_forward_args(PyObject *args, const char *format, Py_buffer *v,
-                           double *eps, Py_ssize_t *c, Py_ssize_t *m) {
+                           double *eps, int *relu, Py_ssize_t *c,
+                           Py_ssize_t *m) {
     if (!PyArg_ParseTuple(args, format, in_floats, &v[0], in_floats, &v[1],
                           in_floats, &v[2], eps, out_floats, &v[3],
                           out_floats, &v[4], out_floats, &v[5],
-                          out_floats, &v[6]))
+                          out_floats, &v[6], relu))
         return -1;
     *c = LEN(v[1]);
     *m = *c ? LEN(v[0]) / *c : 0;
@@ -576,19 +633,23 @@ static int bn_forward_args(PyObject *args, const char *format, Py_buffer *v,
 }
 
 /* The same for bn_backward's (x, gy, gamma, mean, inv_std, gx, ggamma,
- * gbeta). */
+ * gbeta[, beta]); *count is the number of buffers, 9 with beta, else 8. */
 static int bn_backward_args(PyObject *args, const char *format, Py_buffer *v,
-                            Py_ssize_t *c, Py_ssize_t *m) {
+                            int *count, Py_ssize_t *c, Py_ssize_t *m) {
+    v[8].obj = NULL;
     if (!PyArg_ParseTuple(args, format, in_floats, &v[0], in_floats, &v[1],
                           in_floats, &v[2], in_floats, &v[3],
                           in_floats, &v[4], out_floats, &v[5],
-                          out_floats, &v[6], out_floats, &v[7]))
+                          out_floats, &v[6], out_floats, &v[7],
+                          in_floats, &v[8]))
         return -1;
+    *count = v[8].obj != NULL ? 9 : 8;
     *c = LEN(v[2]);
     *m = *c ? LEN(v[0]) / *c : 0;
     return LEN(v[0]) == *c * *m && LEN(v[1]) == *c * *m
            && LEN(v[5]) == *c * *m && LEN(v[3]) == *c && LEN(v[4]) == *c
-           && LEN(v[6]) == *c && LEN(v[7]) == *c;
+           && LEN(v[6]) == *c && LEN(v[7]) == *c
+           && (*count == 8 || LEN(v[8]) == *c);
 }
 
 static PyObject *py_bn_forward(PyObject *self, PyObject *args) {
@@ -596,10 +657,10 @@ static PyObject *py_bn_forward(PyObject *self, PyObject *args) {
     Py_buffer v[7];
     double eps;
     Py_ssize_t c, n;
-    int ok;
+    int ok, relu;
     (void)self;
-    ok = bn_forward_args(args, "O&O&O&dO&O&O&O&:bn_forward", v, &eps, &c,
-                         &n);
+    ok = bn_forward_args(args, "O&O&O&dO&O&O&O&p:bn_forward", v, &eps, &relu,
+                         &c, &n);
     if (ok < 0)
         return NULL;
     if (ok) {
@@ -612,7 +673,8 @@ static PyObject *py_bn_forward(PyObject *self, PyObject *args) {
             Py_ssize_t lo, hi;
             share(c, &lo, &hi);
             bn_forward_loop(x + lo * n, gamma + lo, beta + lo, eps, y + lo * n,
-                            mean + lo, var + lo, inv_std + lo, hi - lo, n);
+                            mean + lo, var + lo, inv_std + lo, relu, hi - lo,
+                            n);
         }
         Py_END_ALLOW_THREADS
     }
@@ -620,17 +682,19 @@ static PyObject *py_bn_forward(PyObject *self, PyObject *args) {
 }
 
 static PyObject *py_bn_backward(PyObject *self, PyObject *args) {
-    /* x, gy, gamma, mean, inv_std, gx, ggamma, gbeta */
-    Py_buffer v[8];
+    /* x, gy, gamma, mean, inv_std, gx, ggamma, gbeta[, beta] */
+    Py_buffer v[9];
     Py_ssize_t c, n;
-    int ok;
+    int ok, count;
     (void)self;
-    ok = bn_backward_args(args, "O&O&O&O&O&O&O&O&:bn_backward", v, &c, &n);
+    ok = bn_backward_args(args, "O&O&O&O&O&O&O&O&|O&:bn_backward", v, &count,
+                          &c, &n);
     if (ok < 0)
         return NULL;
     if (ok) {
         const float *x = v[0].buf, *gy = v[1].buf, *gamma = v[2].buf,
-                    *mean = v[3].buf, *inv_std = v[4].buf;
+                    *mean = v[3].buf, *inv_std = v[4].buf,
+                    *beta = count == 9 ? v[8].buf : NULL;
         float *gx = v[5].buf, *ggamma = v[6].buf, *gbeta = v[7].buf;
         Py_BEGIN_ALLOW_THREADS
 #pragma omp parallel if (c * n >= PARALLEL_MIN)
@@ -638,12 +702,12 @@ static PyObject *py_bn_backward(PyObject *self, PyObject *args) {
             Py_ssize_t lo, hi;
             share(c, &lo, &hi);
             bn_backward_loop(x + lo * n, gy + lo * n, gamma + lo, mean + lo,
-                             inv_std + lo, gx + lo * n, ggamma + lo,
-                             gbeta + lo, hi - lo, n);
+                             inv_std + lo, beta ? beta + lo : NULL,
+                             gx + lo * n, ggamma + lo, gbeta + lo, hi - lo, n);
         }
         Py_END_ALLOW_THREADS
     }
-    return finish(v, 8, ok);
+    return finish(v, count, ok);
 }
 
 static PyObject *py_bn_forward_cl(PyObject *self, PyObject *args) {
@@ -653,10 +717,10 @@ static PyObject *py_bn_forward_cl(PyObject *self, PyObject *args) {
     Py_ssize_t c, m, rows, chunks;
     double *part = NULL;
     float *coefs = NULL;
-    int ok;
+    int ok, relu;
     (void)self;
-    ok = bn_forward_args(args, "O&O&O&dO&O&O&O&:bn_forward_cl", v, &eps, &c,
-                         &m);
+    ok = bn_forward_args(args, "O&O&O&dO&O&O&O&p:bn_forward_cl", v, &eps,
+                         &relu, &c, &m);
     if (ok < 0)
         return NULL;
     ok = ok && m > 0;
@@ -689,11 +753,11 @@ static PyObject *py_bn_forward_cl(PyObject *self, PyObject *args) {
                 mean[k] = (float)(ref[k] + d);
                 var[k] = (float)sq;
                 inv_std[k] = (float)istd;
-                scale[k] = (float)(gamma[k] * istd);
+                scale[k] = gamma[k] * inv_std[k];
             }
 #pragma omp for schedule(static)
             for (Py_ssize_t i = 0; i < chunks; ++i)
-                bn_affine_rows(x + i * rows * c, mean, scale, beta,
+                bn_affine_rows(x + i * rows * c, mean, scale, beta, relu,
                                y + i * rows * c,
                                i == chunks - 1 ? m - i * rows : rows, c);
         }
@@ -705,34 +769,37 @@ static PyObject *py_bn_forward_cl(PyObject *self, PyObject *args) {
 }
 
 static PyObject *py_bn_backward_cl(PyObject *self, PyObject *args) {
-    /* x, gy, gamma, mean, inv_std, gx, ggamma, gbeta */
-    Py_buffer v[8];
+    /* x, gy, gamma, mean, inv_std, gx, ggamma, gbeta[, beta] */
+    Py_buffer v[9];
     Py_ssize_t c, m, rows, chunks;
     double *part = NULL;
     float *coefs = NULL;
-    int ok;
+    int ok, count;
     (void)self;
-    ok = bn_backward_args(args, "O&O&O&O&O&O&O&O&:bn_backward_cl", v, &c,
-                          &m);
+    ok = bn_backward_args(args, "O&O&O&O&O&O&O&O&|O&:bn_backward_cl", v,
+                          &count, &c, &m);
     if (ok < 0)
         return NULL;
     ok = ok && m > 0;
     rows = bn_chunk_rows(c);
     chunks = (m + rows - 1) / rows;
     if (ok && !bn_scratch(c, chunks, 3, &part, &coefs))
-        return finish(v, 8, -1);
+        return finish(v, count, -1);
     if (ok) {
         const float *x = v[0].buf, *gy = v[1].buf, *gamma = v[2].buf,
-                    *mean = v[3].buf, *inv_std = v[4].buf;
+                    *mean = v[3].buf, *inv_std = v[4].buf,
+                    *beta = count == 9 ? v[8].buf : NULL;
         float *gx = v[5].buf, *ggamma = v[6].buf, *gbeta = v[7].buf,
               *slope = coefs, *shift = coefs + c, *coef = coefs + 2 * c;
         Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t k = 0; k < c; ++k)
+            coef[k] = gamma[k] * inv_std[k];
 #pragma omp parallel if (c * m >= PARALLEL_MIN)
         {
 #pragma omp for schedule(static)
             for (Py_ssize_t i = 0; i < chunks; ++i)
-                bn_grad_rows(x + i * rows * c, gy + i * rows * c, mean,
-                             part + 2 * c * i, part + 2 * c * i + c,
+                bn_grad_rows(x + i * rows * c, gy + i * rows * c, mean, coef,
+                             beta, part + 2 * c * i, part + 2 * c * i + c,
                              i == chunks - 1 ? m - i * rows : rows, c);
 #pragma omp for schedule(static)
             for (Py_ssize_t k = 0; k < c; ++k) {
@@ -743,21 +810,20 @@ static PyObject *py_bn_backward_cl(PyObject *self, PyObject *args) {
                 gb = (float)sum;
                 slope[k] = inv_std[k] * gg / m;
                 shift[k] = gb / m;
-                coef[k] = gamma[k] * inv_std[k];
                 ggamma[k] = gg;
                 gbeta[k] = gb;
             }
 #pragma omp for schedule(static)
             for (Py_ssize_t i = 0; i < chunks; ++i)
                 bn_grad_x_rows(x + i * rows * c, gy + i * rows * c, mean,
-                               slope, shift, coef, gx + i * rows * c,
+                               slope, shift, coef, beta, gx + i * rows * c,
                                i == chunks - 1 ? m - i * rows : rows, c);
         }
         Py_END_ALLOW_THREADS
         PyMem_RawFree(part);
         PyMem_RawFree(coefs);
     }
-    return finish(v, 8, ok);
+    return finish(v, count, ok);
 }
 
 static PyObject *py_relu(PyObject *self, PyObject *args) {

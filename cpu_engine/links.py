@@ -9,6 +9,7 @@ import chainer.links as L
 
 from cpu_engine.batch_normalization import batch_normalization
 from cpu_engine.convolution_2d import convolution_2d
+from cpu_engine.relu import relu as relu_function
 
 
 class Convolution2D(L.Convolution2D):
@@ -28,15 +29,18 @@ class BatchNormalization(L.BatchNormalization):
     """:class:`chainer.links.BatchNormalization` using
     :func:`batch_normalization` for training-mode batches.
 
-    Test mode, fine-tuning and recomputation keep Chainer's code.
+    Test mode, fine-tuning and recomputation keep Chainer's code. Called
+    with ``relu=True`` it returns ``relu`` of its output, in the same
+    passes over memory for training-mode batches.
     """
 
-    def forward(self, x, **kwargs):
+    def forward(self, x, relu=False, **kwargs):
         if (kwargs or not chainer.config.train
                 or chainer.config.in_recomputing or self.avg_mean is None
                 or self.gamma is None or self.beta is None):
-            return super(BatchNormalization, self).forward(x, **kwargs)
+            y = super(BatchNormalization, self).forward(x, **kwargs)
+            return relu_function(y) if relu else y
         return batch_normalization(
             x, self.gamma, self.beta, eps=self.eps,
             running_mean=self.avg_mean, running_var=self.avg_var,
-            decay=self.decay, axis=self.axis)
+            decay=self.decay, axis=self.axis, relu=relu)

@@ -32,6 +32,8 @@ import chainer.functions as F
 from chainer import initializers
 from chainer import variable
 
+from models import chainer_layers
+
 
 VARIANCES = ('mean', 'union')
 
@@ -54,13 +56,17 @@ class FinalBatchNormalization(chainer.Link):
             that accumulates the gradients of K micro-batches per update
             keeps the statistics of all K.
         batch_normalization: the training-mode function, with the arguments
-            of ``chainer.functions.batch_normalization`` (an engine's
-            drop-in, such as ``cpu_engine.batch_normalization``).
+            of ``chainer.functions.batch_normalization``, and ``relu=True``
+            for calls of the link with it (a layer set's:
+            :func:`models.chainer_layers.batch_normalization` or
+            ``cpu_engine.batch_normalization``).
+
+    Called with ``relu=True``, the link returns ``relu`` of its output.
     """
 
     def __init__(self, size, eps=2e-5, initial_gamma=None, initial_beta=None,
                  variance='mean', micro_batches=1,
-                 batch_normalization=F.batch_normalization):
+                 batch_normalization=chainer_layers.batch_normalization):
         super(FinalBatchNormalization, self).__init__()
         if variance not in VARIANCES:
             raise ValueError(
@@ -99,20 +105,22 @@ class FinalBatchNormalization(chainer.Link):
                     self.batch_var + self.batch_mean_sq - self.batch_mean ** 2)
         return self.batch_mean, self.batch_var
 
-    def forward(self, x):
+    def forward(self, x, relu=False):
         if not configuration.config.train:
             mean, var = self.statistics()
-            return F.fixed_batch_normalization(
+            y = F.fixed_batch_normalization(
                 x, self.gamma, self.beta, mean, var, eps=self.eps)
+            return F.relu(y) if relu else y
         # With decay 0 the running statistics of F.batch_normalization are
         # exactly this batch's mean and its unbiased variance.
         xp = self.xp
         with chainer.using_device(self.device):
             mean = xp.zeros_like(self.batch_mean)
             var = xp.zeros_like(self.batch_var)
+        fused = {'relu': True} if relu else {}
         y = self.batch_normalization(
             x, self.gamma, self.beta, eps=self.eps, running_mean=mean,
-            running_var=var, decay=0.)
+            running_var=var, decay=0., **fused)
         if not configuration.config.in_recomputing:
             m = x.size // self.gamma.size
             var *= max(m - 1., 1.) / m  # undo the unbiased correction

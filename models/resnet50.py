@@ -24,7 +24,7 @@ class BottleNeck(chainer.Chain):
 
     def __init__(self, in_size, ch, out_size, stride, norm, layers):
         super(BottleNeck, self).__init__()
-        self.relu, self.add_relu = layers.relu, layers.add_relu
+        self.add_relu = layers.add_relu
         w = initializers.HeNormal()
         self.projection = in_size != out_size or stride != 1
         with self.init_scope():
@@ -43,8 +43,8 @@ class BottleNeck(chainer.Chain):
                 self.bn4 = norm(out_size, eps=BN_EPS)
 
     def forward(self, x):
-        h = self.relu(self.bn1(self.conv1(x)))
-        h = self.relu(self.bn2(self.conv2(h)))
+        h = self.bn1(self.conv1(x), relu=True)
+        h = self.bn2(self.conv2(h), relu=True)
         h = self.bn3(self.conv3(h))
         shortcut = self.bn4(self.conv4(x)) if self.projection else x
         return self.add_relu(h, shortcut)
@@ -72,10 +72,12 @@ class ResNet50(chainer.Chain):
         n_class: number of output classes.
         norm: factory of the normalization links, called as
             ``norm(size, eps=...)``; ``layers.BatchNormalization`` (moving
-            averages) by default.
+            averages) by default. A link is called as ``link(x)`` or
+            ``link(x, relu=True)``, which returns ``relu`` of its output
+            (computed with it, where the layer set can).
         layers: the links and functions the network is built from, a module
             or object with ``Convolution2D``, ``BatchNormalization``,
-            ``relu``, ``add_relu`` and ``max_pooling_2d``:
+            ``add_relu`` and ``max_pooling_2d``:
             :mod:`models.chainer_layers` (Chainer's own) by default.
         width: multiplier of every channel count (rounded, at least 1), for
             small-scale studies; 1.0 is the paper's network.
@@ -90,7 +92,7 @@ class ResNet50(chainer.Chain):
             raise ValueError('ResNet50 width must be positive, got {}'.format(
                 width))
         self.n_class = n_class
-        self.relu, self.max_pooling_2d = layers.relu, layers.max_pooling_2d
+        self.max_pooling_2d = layers.max_pooling_2d
         norm = norm or layers.BatchNormalization
 
         def c(channels):
@@ -111,7 +113,7 @@ class ResNet50(chainer.Chain):
         if x.shape[2] < 32 or x.shape[3] < 32:
             raise ValueError('ResNet50 needs inputs of at least 32x32 pixels, '
                              'got {}x{}'.format(x.shape[2], x.shape[3]))
-        h = self.relu(self.bn1(self.conv1(x)))
+        h = self.bn1(self.conv1(x), relu=True)
         h = self.max_pooling_2d(h, 3, stride=2)
         h = self.res2(h)
         h = self.res3(h)

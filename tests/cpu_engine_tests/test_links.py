@@ -4,7 +4,9 @@ import chainer.links as L
 import numpy
 
 import cpu_engine
+from cpu_engine.batch_normalization import BatchNormalizationReLU
 from cpu_engine_helper import TOL32
+import models
 
 
 def test_convolution_link_is_a_drop_in(tmp_path):
@@ -37,3 +39,22 @@ def test_batch_normalization_link_is_chainers():
     with chainer.using_config('train', False):
         numpy.testing.assert_allclose(ours(x).array, theirs(x).array,
                                       **TOL32)
+
+
+def test_normalization_links_take_relu():
+    """``link(x, relu=True)`` is ``relu(link(x))`` for the links of both
+    layer sets, in training and in test mode; the engine's fuses the pair
+    in training."""
+    rng = numpy.random.RandomState(10)
+    x = rng.standard_normal((4, 3, 5, 5)).astype(numpy.float32)
+    for link in (cpu_engine.BatchNormalization(3),
+                 models.chainer_layers.BatchNormalization(3)):
+        for train in (True, False):
+            with chainer.using_config('train', train):
+                expected = chainer.functions.relu(link(x)).array
+                y = link(x, relu=True)
+            numpy.testing.assert_allclose(y.array, expected, **TOL32)
+            assert (y.array == 0).any()
+    with chainer.using_config('train', True):
+        fused = cpu_engine.BatchNormalization(3)(x, relu=True)
+    assert isinstance(fused.creator, BatchNormalizationReLU)

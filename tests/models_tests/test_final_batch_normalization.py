@@ -6,6 +6,7 @@ import numpy
 import pytest
 
 import cpu_engine
+import models
 from cpu_engine.batch_normalization import NumPyBatchNormalizationImpl
 from models import FinalBatchNormalization
 from models import ResNet50
@@ -117,6 +118,24 @@ def test_training_function_is_pluggable():
                        + link.kept_statistics)
     for a, b in zip(*outputs):
         numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize('f', [models.chainer_layers.batch_normalization,
+                               cpu_engine.batch_normalization])
+def test_relu_is_relu_of_the_output(f):
+    """``link(x, relu=True)`` in training and test mode, with either layer
+    set's function; the kept statistics are those of ``link(x)``."""
+    x = batch(9, shape=(4, 3, 5, 5), shift=1.)
+    plain = FinalBatchNormalization(3, batch_normalization=f)
+    fused = FinalBatchNormalization(3, batch_normalization=f)
+    for train in (True, False):
+        with chainer.using_config('train', train):
+            y = fused(x, relu=True)
+            numpy.testing.assert_array_equal(y.array,
+                                             F.relu(plain(x)).array)
+        assert (y.array == 0).any()
+    for a, b in zip(plain.kept_statistics, fused.kept_statistics):
+        numpy.testing.assert_array_equal(a, b)
 
 
 def test_resnet50_builds_and_runs_with_final_batch_statistics():

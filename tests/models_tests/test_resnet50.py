@@ -81,7 +81,7 @@ def test_default_layers_are_chainers():
     kinds = {type(link) for link in model.links()}
     assert kinds == {ResNet50, models.resnet50.Block,
                      models.resnet50.BottleNeck, L.Convolution2D,
-                     L.BatchNormalization, L.Linear}
+                     models.chainer_layers.BatchNormalization, L.Linear}
 
 
 def persistent_names(model):
