@@ -2,8 +2,8 @@
 """Images/s of one ResNet-50 training step on CPU, against the GEMM peak.
 
     python -m benchmarks.train_step [--sizes 224 64] [--batchsize 32]
-        [--steps 5] [--rounds 3] [--stock] [--channel-major] [--no-torch]
-        [--no-configure]
+        [--steps 5] [--rounds 3] [--stock] [--channel-major] [--unfused]
+        [--no-torch] [--no-configure]
         [--transform] [--profile]
 
 A step is the project's: forward, softmax cross-entropy, backward and the
@@ -21,7 +21,9 @@ of a 2048^3 NumPy matmul; the best step's images/s, the least disturbed by
 other processes on a shared machine, comes with it. ``--stock`` also times
 the same model with the fast paths of :mod:`cpu_engine` off (Chainer's own
 CPU functions), ``--channel-major`` with channel-major activations
-(``chainer-cm``) where the engine keeps them channels-last. If PyTorch is
+(``chainer-cm``) where the engine keeps them channels-last, ``--unfused``
+with batch normalization and the ReLU after it as two nodes
+(``chainer-unfused``). If PyTorch is
 importable it times the same network written in PyTorch (eager) with the
 same update (:func:`torch_update`), in both of
 its memory formats, NCHW (``pytorch``) and channels-last (``pytorch-cl``),
@@ -344,6 +346,10 @@ def benchmark(size, args):
     if args.channel_major:
         steps['chainer-cm'] = _configured(fast, 'cpu_channels_last', False)
         steps['chainer-cm']()
+    if args.unfused:
+        steps['chainer-unfused'] = _configured(fast, 'cpu_fused_relu',
+                                               False)
+        steps['chainer-unfused']()
     if torch is not None and not args.no_torch:
         steps['pytorch'] = torch_step(size, args.batchsize, optimizer,
                                       args.recipe)
@@ -367,7 +373,8 @@ def benchmark(size, args):
                   name, median[name], median[name] * flops / 1e9,
                   median[name] * flops / 1e9 / peak, best[name],
                   min(per_step), max(per_step)))
-    for other in ('pytorch', 'pytorch-cl', 'chainer-stock', 'chainer-cm'):
+    for other in ('pytorch', 'pytorch-cl', 'chainer-stock', 'chainer-cm',
+                  'chainer-unfused'):
         if other in median:
             print(ratio_line('chainer', other, median, per_round, best))
     if 'pytorch' in median:
@@ -429,6 +436,10 @@ def parse_args(argv=None):
                         help='also time our step with channel-major '
                         'activations (chainer-cm) where it keeps them '
                         'channels-last')
+    parser.add_argument('--unfused', action='store_true',
+                        help='also time our step with batch normalization '
+                        'and the ReLU after it as two nodes '
+                        '(chainer-unfused)')
     parser.add_argument('--stock', action='store_true',
                         help='also time Chainer\'s own CPU functions')
     parser.add_argument('--no-torch', action='store_true',

@@ -244,15 +244,17 @@ running_var=None, decay=0.9, axis=None, relu=False)
     normalized over (0, 2, 3) and Chainer's implementations otherwise.
     ``relu=True`` returns ``relu`` of the result, computed in the same
     passes over memory where this module's implementation applies
-    (:class:`BatchNormalizationReLU`).
+    (:class:`BatchNormalizationReLU`), unless
+    ``chainer.config.cpu_fused_relu`` is False (then as two nodes).
     """
     eps, running_mean, running_var, decay, axis, relu = argument.parse_kwargs(
         kwargs, ('eps', 2e-5), ('running_mean', None),
         ('running_var', None), ('decay', 0.9), ('axis', None),
         ('relu', False))
     arrays = [getattr(a, 'array', a) for a in (x, gamma, beta)]
-    if relu and _engine_impl(
-            *arrays, axis=(0, 2, 3) if axis is None else axis) is not None:
+    if (relu and getattr(chainer.config, 'cpu_fused_relu', True)
+            and _engine_impl(*arrays, axis=(0, 2, 3) if axis is None
+                             else axis) is not None):
         return BatchNormalizationReLU(
             eps, running_mean, running_var, decay, axis,
             impl_selector=_select_relu_impl).apply((x, gamma, beta))[0]

@@ -1,4 +1,5 @@
 """cpu_engine.batch_normalization against Chainer's batch normalization."""
+import chainer
 import chainer.functions as F
 from chainer import gradient_check
 import numpy
@@ -158,6 +159,19 @@ def test_relu_gradient_check_and_double_backward():
         f, (x, gamma, beta), gy,
         (rng.standard_normal(x.shape), rng.standard_normal(4),
          rng.standard_normal(4)), dtype=numpy.float64, atol=1e-5, rtol=1e-4)
+
+
+def test_relu_fusion_can_be_switched_off():
+    x, gamma, beta = _bn_relu_inputs((4, 3, 2, 2), numpy.float32, 14)
+    with chainer.using_config('cpu_fused_relu', False):
+        y = cpu_engine.batch_normalization(x, gamma, beta, relu=True)
+    assert not isinstance(y.creator, BatchNormalizationReLU)
+    assert isinstance(y.creator.inputs[0].creator,
+                      chainer.functions.normalization.batch_normalization
+                      .BatchNormalization)
+    numpy.testing.assert_array_equal(
+        y.array, cpu_engine.batch_normalization(x, gamma, beta,
+                                                relu=True).array)
 
 
 def test_relu_on_other_arrays_is_chainers_pair():
