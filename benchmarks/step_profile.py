@@ -17,6 +17,7 @@ from unittest import mock
 import chainer
 from chainer.functions.normalization import batch_normalization as _bn
 
+from cpu_engine.batch_normalization import BatchNormalizationReLU
 from cpu_engine.max_pooling_2d import MaxPooling2D
 from cpu_engine.max_pooling_2d import MaxPooling2DGrad
 from cpu_engine import onednn
@@ -37,6 +38,7 @@ _NODE_KINDS = {
     convolution_2d.Convolution2DGrad: 'conv set-up',
     _bn.BatchNormalization: 'batch norm',
     _bn.BatchNormalizationGrad: 'batch norm',
+    BatchNormalizationReLU: 'batch norm',  # with the ReLU after it
     ReLU: 'relu',
     ReLUGrad: 'relu',
     MaxPooling2D: 'pooling',

@@ -58,3 +58,22 @@ def test_the_engine_is_restored_on_exit():
     assert 'update' not in vars(next(profile.optimizer.target.params())
                                 .update_rule)
     assert not chainer.get_function_hooks()
+
+
+def test_every_node_of_the_engine_has_its_kind():
+    nodes = set()
+
+    class Seen(chainer.FunctionHook):
+        def forward_preprocess(self, function, in_data):
+            nodes.add(type(function))
+
+        def backward_preprocess(self, function, in_data, out_grad):
+            nodes.add(type(function))
+
+    recipe = train_step.parse_args([]).recipe
+    step, _, _ = train_step.chainer_step(32, 2, recipe)
+    with Seen():
+        step()
+    engine = {node for node in nodes if node.__module__.startswith(
+        ('cpu_engine.', 'chainer.functions.normalization.'))}
+    assert engine and engine <= set(step_profile._NODE_KINDS)
