@@ -5,7 +5,7 @@ the oneDNN primitives, the GEMM paths' convolution kernels and the
 optimizer's update. Each timed region counts its own time, less that of the
 regions inside it (the reorders of a convolution), so no time is counted
 twice; what no region holds (Chainer's graph, the loss and the fully
-connected layer, the residual sums' gradients, Python) is ``other``.
+connected layer, Python) is ``other``.
 """
 import collections
 import contextlib
@@ -18,6 +18,7 @@ import chainer
 from chainer.functions.normalization import batch_normalization as _bn
 
 from cpu_engine.batch_normalization import BatchNormalizationReLU
+from cpu_engine.fork import Fork
 from cpu_engine.max_pooling_2d import MaxPooling2D
 from cpu_engine.max_pooling_2d import MaxPooling2DGrad
 from cpu_engine import onednn
@@ -29,7 +30,7 @@ convolution_2d = importlib.import_module('cpu_engine.convolution_2d')
 
 KINDS = ('conv forward', 'conv backward-data', 'conv backward-weights',
          'conv set-up', 'reorder', 'batch norm', 'relu', 'pooling',
-         'update', 'other')
+         'fork', 'update', 'other')
 
 # The convolution nodes' time outside the kernels and reorders: their
 # output arrays, oneDNN memory objects, layout copies on the GEMM paths.
@@ -43,6 +44,7 @@ _NODE_KINDS = {
     ReLUGrad: 'relu',
     MaxPooling2D: 'pooling',
     MaxPooling2DGrad: 'pooling',
+    Fork: 'fork',  # the gradient sums of the blocks' inputs
 }
 
 _PROPAGATION_KINDS = {'forward': 'conv forward',

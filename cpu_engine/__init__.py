@@ -2,7 +2,7 @@
 
 The package is a layer set with the names of :mod:`models.chainer_layers`
 (``Convolution2D``, ``BatchNormalization``, ``batch_normalization``,
-``relu``, ``add_relu``, ``max_pooling_2d``), so a model built with
+``relu``, ``add_relu``, ``fork``, ``max_pooling_2d``), so a model built with
 ``layers=cpu_engine`` trains on it; :mod:`cpu_engine.updates` is the kernel
 set of the optimizer's updates (``cpu_kernels`` of
 :func:`optimizers.recipes.create_optimizer`). Activations are kept
@@ -15,6 +15,7 @@ for CPU runs only: it loads oneDNN and OpenMP.
 from cpu_engine import cpu_runtime  # NOQA
 from cpu_engine.batch_normalization import batch_normalization  # NOQA
 from cpu_engine.convolution_2d import convolution_2d  # NOQA
+from cpu_engine.fork import fork  # NOQA
 from cpu_engine.links import BatchNormalization  # NOQA
 from cpu_engine.links import Convolution2D  # NOQA
 from cpu_engine.max_pooling_2d import max_pooling_2d  # NOQA

@@ -26,6 +26,8 @@
  *         y = max(a + b, 0)  (the residual block's output), or max(a, 0)
  *     relu_grad(gx, gy, y)
  *         gx = gy where y > 0, else 0
+ *     add(y, a, b)
+ *         y = a + b  (the gradient of an activation that two layers read)
  *     max_pool(x, y, winner, tap_index, h, w, out_h, out_w, kh, kw, sy, sx,
  *              ph, pw)
  *         per plane of x (P, h, w): y (P, out_h, out_w) the maximum over
@@ -317,6 +319,13 @@ static void relu_loop(float *y, const float *a, const float *b,
         for (Py_ssize_t i = 0; i < n; ++i)
             y[i] = a[i] > 0 ? a[i] : 0;
     }
+}
+
+CLONES
+static void add_loop(float *y, const float *a, const float *b,
+                     Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; ++i)
+        y[i] = a[i] + b[i];
 }
 
 CLONES
@@ -852,6 +861,30 @@ static PyObject *py_relu(PyObject *self, PyObject *args) {
     return finish(v, count, ok);
 }
 
+static PyObject *py_add(PyObject *self, PyObject *args) {
+    /* y, a, b */
+    Py_buffer v[3];
+    int ok;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O&O&O&:add", out_floats, &v[0], in_floats,
+                          &v[1], in_floats, &v[2]))
+        return NULL;
+    ok = LEN(v[1]) == LEN(v[0]) && LEN(v[2]) == LEN(v[0]);
+    if (ok) {
+        float *y = v[0].buf;
+        const float *a = v[1].buf, *b = v[2].buf;
+        Py_BEGIN_ALLOW_THREADS
+#pragma omp parallel if (LEN(v[0]) >= PARALLEL_MIN)
+        {
+            Py_ssize_t lo, hi;
+            share(LEN(v[0]), &lo, &hi);
+            add_loop(y + lo, a + lo, b + lo, hi - lo);
+        }
+        Py_END_ALLOW_THREADS
+    }
+    return finish(v, 3, ok);
+}
+
 static PyObject *py_relu_grad(PyObject *self, PyObject *args) {
     /* gx, gy, y */
     Py_buffer v[3];
@@ -1058,6 +1091,7 @@ static PyMethodDef kernels_methods[] = {
      "relu(y, a[, b]): y = max(a + b, 0), or max(a, 0)."},
     {"relu_grad", py_relu_grad, METH_VARARGS,
      "relu_grad(gx, gy, y): gx = gy where y > 0, else 0."},
+    {"add", py_add, METH_VARARGS, "add(y, a, b): y = a + b."},
     {"max_pool", py_max_pool, METH_VARARGS,
      "max_pool(x, y, winner, tap_index, h, w, out_h, out_w, kh, kw, sy, sx, "
      "ph, pw): max pooling of the planes of x, with the winning taps."},

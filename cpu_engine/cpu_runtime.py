@@ -187,6 +187,25 @@ def parallel_elementwise(fn, *arrays):
     parallel_blocks(run, flat[0].size, max(a.itemsize for a in flat))
 
 
+def _flat(a):
+    """``a``'s elements as a 1-D view in memory order, or None if not dense."""
+    order = numpy.argsort(a.strides)[::-1]
+    t = a.transpose(order)
+    if not t.flags.c_contiguous:
+        return None
+    return t.reshape(-1)
+
+
+def dense_views(out, *arrays):
+    """1-D views of ``out`` and ``arrays`` in their one dense memory order,
+    for element-wise loops, or None when they do not share one."""
+    flats = [_flat(a) for a in (out,) + arrays]
+    if any(f is None for f in flats) or any(
+            a.strides != out.strides for a in arrays):
+        return None
+    return flats
+
+
 def native_kernels(*arrays):
     """The ``cpu_engine._kernels`` module if it can take ``arrays``, else None.
 

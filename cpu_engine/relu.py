@@ -20,6 +20,7 @@ import chainer.functions
 from chainer.functions.activation.relu import ReLUGrad2
 from chainer.utils import type_check
 
+from cpu_engine.cpu_runtime import dense_views
 from cpu_engine.cpu_runtime import fast_paths_enabled
 from cpu_engine.cpu_runtime import native_kernels
 from cpu_engine.cpu_runtime import parallel_for
@@ -27,25 +28,6 @@ from cpu_engine.float16 import in_float32
 
 # Elements per block: a few float32 arrays of it stay in L2.
 BLOCK = 1 << 16
-
-
-def _flat(a):
-    """``a``'s elements as a 1-D view in memory order, or None if not dense."""
-    order = numpy.argsort(a.strides)[::-1]
-    t = a.transpose(order)
-    if not t.flags.c_contiguous:
-        return None
-    return t.reshape(-1)
-
-
-def _dense(out, *arrays):
-    """1-D views of ``out`` and ``arrays`` in their one dense memory order,
-    or None when they do not share one."""
-    flats = [_flat(a) for a in (out,) + arrays]
-    if any(f is None for f in flats) or any(
-            a.strides != out.strides for a in arrays):
-        return None
-    return flats
 
 
 def _blockwise(kernel, flats):
@@ -100,7 +82,7 @@ class ReLU(function_node.FunctionNode):
 
     def _forward(self, inputs):
         y = numpy.empty_like(inputs[0])
-        flats = _dense(y, *inputs)
+        flats = dense_views(y, *inputs)
         kernels = native_kernels(*flats) if flats else None
         if flats is None:
             y[...] = numpy.maximum(sum(inputs[1:], inputs[0]), 0)
@@ -131,7 +113,7 @@ class ReLUGrad(function_node.FunctionNode):
     def _forward(self, inputs):
         gy, y = inputs
         gx = numpy.empty_like(y)
-        flats = _dense(gx, gy, y)
+        flats = dense_views(gx, gy, y)
         kernels = native_kernels(*flats) if flats else None
         if flats is None:
             gx = gy * (y > 0)

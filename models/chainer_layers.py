@@ -31,3 +31,9 @@ class BatchNormalization(L.BatchNormalization):
 def add_relu(h, shortcut):
     """``relu(h + shortcut)``, the output of a residual block."""
     return relu(h + shortcut)
+
+
+def fork(x):
+    """``(x, x)``, for two layers to read ``x``: a set can sum their
+    gradients itself (here Chainer's backward loop does)."""
+    return x, x

@@ -24,7 +24,7 @@ class BottleNeck(chainer.Chain):
 
     def __init__(self, in_size, ch, out_size, stride, norm, layers):
         super(BottleNeck, self).__init__()
-        self.add_relu = layers.add_relu
+        self.add_relu, self.fork = layers.add_relu, layers.fork
         w = initializers.HeNormal()
         self.projection = in_size != out_size or stride != 1
         with self.init_scope():
@@ -43,10 +43,12 @@ class BottleNeck(chainer.Chain):
                 self.bn4 = norm(out_size, eps=BN_EPS)
 
     def forward(self, x):
+        x, shortcut = self.fork(x)
         h = self.bn1(self.conv1(x), relu=True)
         h = self.bn2(self.conv2(h), relu=True)
         h = self.bn3(self.conv3(h))
-        shortcut = self.bn4(self.conv4(x)) if self.projection else x
+        if self.projection:
+            shortcut = self.bn4(self.conv4(shortcut))
         return self.add_relu(h, shortcut)
 
 
@@ -77,7 +79,7 @@ class ResNet50(chainer.Chain):
             (computed with it, where the layer set can).
         layers: the links and functions the network is built from, a module
             or object with ``Convolution2D``, ``BatchNormalization``,
-            ``add_relu`` and ``max_pooling_2d``:
+            ``add_relu``, ``fork`` and ``max_pooling_2d``:
             :mod:`models.chainer_layers` (Chainer's own) by default.
         width: multiplier of every channel count (rounded, at least 1), for
             small-scale studies; 1.0 is the paper's network.

@@ -43,7 +43,7 @@ def test_every_kind_of_a_step_is_seen_and_none_twice(onednn_on):
     # The timed kinds fit in the wall time: nothing is counted twice.
     assert seconds['other'] >= 0
     for kind in CONVOLUTION_KINDS + ('batch norm', 'relu', 'pooling',
-                                     'update'):
+                                     'fork', 'update'):
         assert seconds[kind] > 0, kind
     uses_reorders = onednn_on and onednn.available()
     assert (seconds['reorder'] > 0) == uses_reorders

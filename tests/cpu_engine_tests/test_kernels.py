@@ -48,6 +48,8 @@ def _pooling(name, lengths, dtypes, stride=2):
      ValueError, 'contiguous'),
     (lambda k: k.relu(*[numpy.zeros(6, numpy.float32)] * 2,
                       numpy.zeros(5, numpy.float32)), ValueError, 'lengths'),
+    (lambda k: k.add(*[numpy.zeros(6, numpy.float32)] * 2,
+                     numpy.zeros(5, numpy.float32)), ValueError, 'lengths'),
     (lambda k: k.relu_grad(numpy.zeros(6, numpy.float32), numpy.zeros(6),
                            numpy.zeros(6, numpy.float32)), TypeError,
      'float32'),
