@@ -99,6 +99,15 @@ class StepProfile(chainer.FunctionHook):
         if type(function) in _NODE_KINDS:
             self._exit()
 
+    # A node's backward pass: its kernels where it runs them itself (the
+    # fused batch normalization, fork), else the gradient nodes it applies,
+    # which are regions of their own inside it.
+    def backward_preprocess(self, function, in_data, out_grad):
+        self.forward_preprocess(function, in_data)
+
+    def backward_postprocess(self, function, in_data, out_grad):
+        self.forward_postprocess(function, in_data)
+
     def _execute_kind(self, primitive, args, what):
         """A oneDNN primitive's kind: reorder, or its propagation."""
         if what == 'reorder':
