@@ -60,9 +60,9 @@ def _path(x, W, stride, pad, out_h, out_w):
 
     oneDNN takes float32 where it is loaded and not switched off
     (``chainer.config.cpu_onednn``), and not every layer: with
-    channels-last activations, unpadded 1x1 convolutions that are strided
-    or have under :data:`ROWS_MAX_PIXELS` output pixels per image are one
-    GEMM of the rows (of a strided slice's copy); with channel-major ones,
+    channels-last activations, unpadded 1x1 convolutions with under
+    :data:`ROWS_MAX_PIXELS` output pixels per image are one GEMM of the
+    rows (of a strided slice's copy); with channel-major ones,
     its reorders and per-call set-up cost more than its kernels save on
     small outputs and on strided 1x1 convolutions, which the NumPy path
     does as one GEMM of a slice (measured per layer in
@@ -72,8 +72,7 @@ def _path(x, W, stride, pad, out_h, out_w):
         return 'columns'
     one_by_one = W.shape[2:] == (1, 1) and pad == (0, 0)
     if channels_last.enabled():
-        if one_by_one and (stride != (1, 1)
-                           or out_h * out_w < ROWS_MAX_PIXELS):
+        if one_by_one and out_h * out_w < ROWS_MAX_PIXELS:
             return 'rows'
         return 'onednn'
     if W.shape[2:] == (1, 1):

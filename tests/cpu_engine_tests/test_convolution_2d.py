@@ -49,7 +49,7 @@ def onednn_or_skip(path):
 def test_matches_chainer(case, kind, bias, path, monkeypatch):
     onednn_or_skip(path)
     # Channels-last activations: 'onednn-channels-last', every layer by
-    # oneDNN's direct convolutions but strided 1x1 ones; 'rows', every
+    # oneDNN's direct convolutions; 'rows', every
     # unpadded 1x1 layer by GEMMs of the rows. Channel-major ones:
     # 'onednn', direct convolutions of blocked copies on every layer,
     # however small; 'onednn-gemm', the GEMMs of im2col columns, by
@@ -89,7 +89,7 @@ def test_matches_chainer(case, kind, bias, path, monkeypatch):
     # Forward, backward data and backward weights: three new primitives.
     one_by_one = pair(k) == (1, 1) and pair(pad) == (0, 0)
     strided_1x1 = pair(k) == (1, 1) and pair(stride) != (1, 1)
-    direct = {'onednn-channels-last': not (one_by_one and strided_1x1),
+    direct = {'onednn-channels-last': True,
               'rows': not one_by_one,
               'onednn': not strided_1x1}.get(path, False)
     assert len(onednn._primitives) == (3 if direct else 0)
@@ -99,7 +99,8 @@ def test_matches_chainer(case, kind, bias, path, monkeypatch):
 @pytest.mark.parametrize('k, stride, pad, size, channel_major, last', [
     (3, 1, 1, 4, 'onednn', 'onednn'), (3, 1, 1, 3, 'columns', 'onednn'),
     (7, 2, 3, 8, 'onednn', 'onednn'), (1, 1, 0, 8, 'onednn', 'onednn'),
-    (1, 1, 0, 7, 'columns', 'rows'), (1, 2, 0, 16, 'columns', 'rows'),
+    (1, 1, 0, 7, 'columns', 'rows'), (1, 2, 0, 7, 'columns', 'rows'),
+    (1, 2, 0, 8, 'columns', 'onednn'),
     (1, 1, 1, 7, 'columns', 'onednn')])
 def test_each_layout_takes_the_paths_that_pay(k, stride, pad, size,
                                               channel_major, last):
