@@ -861,52 +861,42 @@ static PyObject *py_relu(PyObject *self, PyObject *args) {
     return finish(v, count, ok);
 }
 
-static PyObject *py_add(PyObject *self, PyObject *args) {
-    /* y, a, b */
+/* out = loop(a, b) element by element, over three float32 buffers of one
+ * length, parsed by `format`, on the OpenMP threads. */
+static PyObject *elementwise(PyObject *args, const char *format,
+                             void (*loop)(float *, const float *,
+                                          const float *, Py_ssize_t)) {
     Py_buffer v[3];
     int ok;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "O&O&O&:add", out_floats, &v[0], in_floats,
-                          &v[1], in_floats, &v[2]))
+    if (!PyArg_ParseTuple(args, format, out_floats, &v[0], in_floats, &v[1],
+                          in_floats, &v[2]))
         return NULL;
     ok = LEN(v[1]) == LEN(v[0]) && LEN(v[2]) == LEN(v[0]);
     if (ok) {
-        float *y = v[0].buf;
+        float *out = v[0].buf;
         const float *a = v[1].buf, *b = v[2].buf;
         Py_BEGIN_ALLOW_THREADS
 #pragma omp parallel if (LEN(v[0]) >= PARALLEL_MIN)
         {
             Py_ssize_t lo, hi;
             share(LEN(v[0]), &lo, &hi);
-            add_loop(y + lo, a + lo, b + lo, hi - lo);
+            loop(out + lo, a + lo, b + lo, hi - lo);
         }
         Py_END_ALLOW_THREADS
     }
     return finish(v, 3, ok);
 }
 
+static PyObject *py_add(PyObject *self, PyObject *args) {
+    /* y, a, b */
+    (void)self;
+    return elementwise(args, "O&O&O&:add", add_loop);
+}
+
 static PyObject *py_relu_grad(PyObject *self, PyObject *args) {
     /* gx, gy, y */
-    Py_buffer v[3];
-    int ok;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O&O&O&:relu_grad", out_floats, &v[0],
-                          in_floats, &v[1], in_floats, &v[2]))
-        return NULL;
-    ok = LEN(v[1]) == LEN(v[0]) && LEN(v[2]) == LEN(v[0]);
-    if (ok) {
-        float *gx = v[0].buf;
-        const float *gy = v[1].buf, *y = v[2].buf;
-        Py_BEGIN_ALLOW_THREADS
-#pragma omp parallel if (LEN(v[0]) >= PARALLEL_MIN)
-        {
-            Py_ssize_t lo, hi;
-            share(LEN(v[0]), &lo, &hi);
-            relu_grad_loop(gx + lo, gy + lo, y + lo, hi - lo);
-        }
-        Py_END_ALLOW_THREADS
-    }
-    return finish(v, 3, ok);
+    return elementwise(args, "O&O&O&:relu_grad", relu_grad_loop);
 }
 
 /* Whether x (P planes of h w floats), y and winner (P planes of out_h
