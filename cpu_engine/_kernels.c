@@ -132,6 +132,11 @@ static inline float relu_grad(float g, float v) {
     return g;
 }
 
+/* The output gradient of batch normalization: g, or its gradient through
+ * max(v, 0) where the forward pass clipped (beta given). The loops test
+ * the loop-invariant `masked`, which the compiler hoists out of them. */
+#define BN_GY(masked, g, v) ((masked) ? relu_grad((g), (v)) : (g))
+
 CLONES
 static void bn_forward_loop(const float *x, const float *gamma,
                             const float *beta, double eps, float *y,
@@ -166,31 +171,20 @@ static void bn_backward_loop(const float *x, const float *gy,
                              Py_ssize_t c, Py_ssize_t n) {
     for (Py_ssize_t k = 0; k < c; ++k, x += n, gy += n, gx += n) {
         double sum = 0, dot = 0;
+        const int masked = beta != NULL;
         float mu = mean[k], coef = gamma[k] * inv_std[k];
-        float b = beta != NULL ? beta[k] : 0;
-        if (beta != NULL) {
+        float b = masked ? beta[k] : 0;
 #pragma omp simd reduction(+:sum, dot)
-            for (Py_ssize_t i = 0; i < n; ++i) {
-                float g = relu_grad(gy[i], (x[i] - mu) * coef + b);
-                sum += g;
-                dot += (double)g * (x[i] - mu);
-            }
-        } else {
-#pragma omp simd reduction(+:sum, dot)
-            for (Py_ssize_t i = 0; i < n; ++i) {
-                sum += gy[i];
-                dot += (double)gy[i] * (x[i] - mu);
-            }
+        for (Py_ssize_t i = 0; i < n; ++i) {
+            float g = BN_GY(masked, gy[i], (x[i] - mu) * coef + b);
+            sum += g;
+            dot += (double)g * (x[i] - mu);
         }
         float gg = (float)(dot * inv_std[k]), gb = (float)sum;
         float slope = inv_std[k] * gg / n, shift = gb / n;
-        if (beta != NULL)
-            for (Py_ssize_t i = 0; i < n; ++i)
-                gx[i] = (relu_grad(gy[i], (x[i] - mu) * coef + b)
-                         - ((x[i] - mu) * slope + shift)) * coef;
-        else
-            for (Py_ssize_t i = 0; i < n; ++i)
-                gx[i] = (gy[i] - ((x[i] - mu) * slope + shift)) * coef;
+        for (Py_ssize_t i = 0; i < n; ++i)
+            gx[i] = (BN_GY(masked, gy[i], (x[i] - mu) * coef + b)
+                     - ((x[i] - mu) * slope + shift)) * coef;
         ggamma[k] = gg;
         gbeta[k] = gb;
     }
@@ -226,23 +220,17 @@ static void bn_grad_rows(const float *x, const float *gy,
                          const float *mean, const float *coef,
                          const float *beta, double *s1, double *s2,
                          Py_ssize_t rows, Py_ssize_t c) {
+    const int masked = beta != NULL;
     for (Py_ssize_t k = 0; k < c; ++k)
         s1[k] = s2[k] = 0;
-    if (beta != NULL)
-        for (Py_ssize_t r = 0; r < rows; ++r, x += c, gy += c)
+    for (Py_ssize_t r = 0; r < rows; ++r, x += c, gy += c)
 #pragma omp simd
-            for (Py_ssize_t k = 0; k < c; ++k) {
-                float g = relu_grad(gy[k],
-                                    (x[k] - mean[k]) * coef[k] + beta[k]);
-                s1[k] += g;
-                s2[k] += (double)g * (x[k] - mean[k]);
-            }
-    else
-        for (Py_ssize_t r = 0; r < rows; ++r, x += c, gy += c)
-            for (Py_ssize_t k = 0; k < c; ++k) {
-                s1[k] += gy[k];
-                s2[k] += (double)gy[k] * (x[k] - mean[k]);
-            }
+        for (Py_ssize_t k = 0; k < c; ++k) {
+            float g = BN_GY(masked, gy[k], (x[k] - mean[k]) * coef[k]
+                                           + (masked ? beta[k] : 0));
+            s1[k] += g;
+            s2[k] += (double)g * (x[k] - mean[k]);
+        }
 }
 
 /* out = (x - a) b + d per column, over rows of c (y of the forward pass:
@@ -264,19 +252,13 @@ static void bn_grad_x_rows(const float *x, const float *gy,
                            const float *shift, const float *coef,
                            const float *beta, float *gx, Py_ssize_t rows,
                            Py_ssize_t c) {
-    if (beta != NULL)
-        for (Py_ssize_t r = 0; r < rows; ++r, x += c, gy += c, gx += c)
+    const int masked = beta != NULL;
+    for (Py_ssize_t r = 0; r < rows; ++r, x += c, gy += c, gx += c)
 #pragma omp simd
-            for (Py_ssize_t k = 0; k < c; ++k)
-                gx[k] = (relu_grad(gy[k], (x[k] - mean[k]) * coef[k]
-                                          + beta[k])
-                         - ((x[k] - mean[k]) * slope[k] + shift[k]))
-                        * coef[k];
-    else
-        for (Py_ssize_t r = 0; r < rows; ++r, x += c, gy += c, gx += c)
-            for (Py_ssize_t k = 0; k < c; ++k)
-                gx[k] = (gy[k] - ((x[k] - mean[k]) * slope[k] + shift[k]))
-                        * coef[k];
+        for (Py_ssize_t k = 0; k < c; ++k)
+            gx[k] = (BN_GY(masked, gy[k], (x[k] - mean[k]) * coef[k]
+                                          + (masked ? beta[k] : 0))
+                     - ((x[k] - mean[k]) * slope[k] + shift[k])) * coef[k];
 }
 
 /* Room for the partial sums of `chunks` chunks of c columns and for

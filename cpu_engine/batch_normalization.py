@@ -201,10 +201,6 @@ def _select_impl(bn, inputs):
     return impl or _bn._impl_selector(bn, inputs)
 
 
-def _select_relu_impl(bn, inputs):
-    return _engine_impl(*inputs, axis=bn.axis, relu=True)
-
-
 class BatchNormalizationReLU(_bn.BatchNormalization):
     """``relu(batch_normalization(x, gamma, beta))``, Chainer's
     ``BatchNormalization`` node whose implementation also clips its output.
@@ -251,13 +247,16 @@ running_var=None, decay=0.9, axis=None, relu=False)
         kwargs, ('eps', 2e-5), ('running_mean', None),
         ('running_var', None), ('decay', 0.9), ('axis', None),
         ('relu', False))
-    arrays = [getattr(a, 'array', a) for a in (x, gamma, beta)]
-    if (relu and getattr(chainer.config, 'cpu_fused_relu', True)
-            and _engine_impl(*arrays, axis=(0, 2, 3) if axis is None
-                             else axis) is not None):
+    fused = None
+    if relu and getattr(chainer.config, 'cpu_fused_relu', True):
+        fused = _engine_impl(
+            *[getattr(a, 'array', a) for a in (x, gamma, beta)],
+            axis=(0, 2, 3) if axis is None else axis, relu=True)
+    if fused is not None:
         return BatchNormalizationReLU(
             eps, running_mean, running_var, decay, axis,
-            impl_selector=_select_relu_impl).apply((x, gamma, beta))[0]
+            impl_selector=lambda bn, inputs: fused).apply(
+                (x, gamma, beta))[0]
     y = _bn.BatchNormalization(
         eps, running_mean, running_var, decay, axis,
         impl_selector=_select_impl).apply((x, gamma, beta))[0]

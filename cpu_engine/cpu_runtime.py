@@ -147,6 +147,14 @@ def fast_paths_enabled():
             and not intel64.should_use_ideep('>=auto'))
 
 
+def numpy_inputs(*xs):
+    """Whether the variables or arrays ``xs`` are all NumPy arrays and the
+    fast paths are on: where an operation takes its engine's path."""
+    return (all(type(x.array if isinstance(x, chainer.Variable) else x)
+                is numpy.ndarray for x in xs)
+            and fast_paths_enabled())
+
+
 # Bytes of one block of rows: a few arrays of it stay in a core's L2 cache.
 BLOCK_BYTES = 256 << 10
 

@@ -20,7 +20,7 @@ from chainer import function_node
 import chainer.functions
 
 from cpu_engine.cpu_runtime import dense_views
-from cpu_engine.cpu_runtime import fast_paths_enabled
+from cpu_engine.cpu_runtime import numpy_inputs
 from cpu_engine.cpu_runtime import native_kernels
 
 
@@ -51,7 +51,6 @@ class Fork(function_node.FunctionNode):
 def fork(x):
     """``(x, x)`` for two layers to read; their gradients are summed on the
     engine's threads (:class:`Fork`) for NumPy arrays."""
-    array = x.array if isinstance(x, chainer.Variable) else x
-    if type(array) is not numpy.ndarray or not fast_paths_enabled():
+    if not numpy_inputs(x):
         return x, x
     return Fork().apply((x,))

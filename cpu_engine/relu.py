@@ -21,7 +21,7 @@ from chainer.functions.activation.relu import ReLUGrad2
 from chainer.utils import type_check
 
 from cpu_engine.cpu_runtime import dense_views
-from cpu_engine.cpu_runtime import fast_paths_enabled
+from cpu_engine.cpu_runtime import numpy_inputs
 from cpu_engine.cpu_runtime import native_kernels
 from cpu_engine.cpu_runtime import parallel_for
 from cpu_engine.float16 import in_float32
@@ -127,21 +127,15 @@ class ReLUGrad(function_node.FunctionNode):
         return ReLUGrad2(self.y).apply(grad_outputs)
 
 
-def _numpy_inputs(xs):
-    arrays = [x.array if isinstance(x, chainer.Variable) else x for x in xs]
-    return (all(type(a) is numpy.ndarray for a in arrays)
-            and fast_paths_enabled())
-
-
 def relu(x):
     """Drop-in ``chainer.functions.relu`` with a multi-threaded NumPy path."""
-    if not _numpy_inputs((x,)):
+    if not numpy_inputs(x):
         return chainer.functions.relu(x)
     return ReLU().apply((x,))[0]
 
 
 def add_relu(x, shortcut):
     """``relu(x + shortcut)`` in one pass: the residual block's output."""
-    if not _numpy_inputs((x, shortcut)):
+    if not numpy_inputs(x, shortcut):
         return chainer.functions.relu(x + shortcut)
     return ReLU().apply((x, shortcut))[0]
