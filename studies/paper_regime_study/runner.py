@@ -233,18 +233,25 @@ def check_plan(results, plan):
         with open(path) as f:
             stored = json.load(f)
     mine = json.loads(json.dumps(plan._asdict()))
-    # more or fewer seeds are the same study, and so is a plan that adds
-    # stages (fields) to the stored one or lacks stages stored
-    ignore = dict(seeds=0, sweep_seeds=0)
-    shared = [k for k in mine if stored is not None and k in stored]
-    if stored is not None and dict({k: stored[k] for k in shared},
-                                   **ignore) != dict(
-            {k: mine[k] for k in shared}, **ignore):
+    if stored is not None and _comparable(stored, mine) != _comparable(
+            mine, stored):
         raise SystemExit('paper_regime_study: {} holds a study with another '
                          'plan ({}); use another --results'.format(
                              results, stored))
     os.makedirs(results, exist_ok=True)
     write_json(path, mine)
+
+
+def _comparable(plan, other):
+    """The fields of the plan ``plan`` (a JSON dict) that make the study:
+    those ``other`` has too (a plan may add or lack stages), without the
+    seed counts (more or fewer seeds are the same study) and with the runs
+    on the paper's schedule as a set (their order only schedules them)."""
+    mine = {k: v for k, v in plan.items() if k in other}
+    mine.update(seeds=0, sweep_seeds=0)
+    if 'paper_runs' in mine:
+        mine['paper_runs'] = sorted(map(tuple, mine['paper_runs']))
+    return mine
 
 
 def run_all(runs, plan, data, root, results, trainer, jobs, on_result):

@@ -136,6 +136,17 @@ def test_another_plan_in_the_same_results_is_refused(tmp_path):
         runner.check_plan(str(tmp_path), regime.QUICK._replace(epochs=3))
 
 
+def test_the_paper_schedules_runs_in_another_order_are_the_same_plan(
+        tmp_path):
+    runs = regime.FULL.paper_runs
+    runner.check_plan(str(tmp_path), regime.FULL)
+    runner.check_plan(str(tmp_path), regime.FULL._replace(
+        paper_runs=tuple(reversed(runs))))
+    with pytest.raises(SystemExit, match='another plan'):
+        runner.check_plan(str(tmp_path), regime.FULL._replace(
+            paper_runs=runs[:-1] + (('you2017', 1),)))
+
+
 def test_the_page_keeps_its_text_around_the_generated_block(tmp_path):
     results = str(tmp_path / 'results')
     runner.check_plan(results, regime.QUICK)
