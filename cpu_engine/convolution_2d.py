@@ -53,14 +53,14 @@ def _onednn_on(dtype):
             and getattr(chainer.config, 'cpu_onednn', True))
 
 
-def _path(x, W, stride, pad, out_h, out_w):
+def _path(x, W, stride, pad, out_h, out_w, last):
     """How a layer convolves ``x``: ``'onednn'``, oneDNN's direct
     convolutions; ``'rows'``, GEMMs of channels-last rows (1x1 kernels);
     ``'columns'``, GEMMs of channel-major im2col columns.
 
     oneDNN takes float32 where it is loaded and not switched off
     (``chainer.config.cpu_onednn``), and not every layer: with
-    channels-last activations, unpadded 1x1 convolutions with under
+    channels-last activations (``last``), unpadded 1x1 convolutions with under
     :data:`ROWS_MAX_PIXELS` output pixels per image are one GEMM of the
     rows (of a strided slice's copy); with channel-major ones,
     its reorders and per-call set-up cost more than its kernels save on
@@ -71,7 +71,7 @@ def _path(x, W, stride, pad, out_h, out_w):
     if not _onednn_on(x.dtype):
         return 'columns'
     one_by_one = W.shape[2:] == (1, 1) and pad == (0, 0)
-    if channels_last.enabled():
+    if last:
         if one_by_one and out_h * out_w < ROWS_MAX_PIXELS:
             return 'rows'
         return 'onednn'
@@ -202,10 +202,10 @@ class Convolution2DFunction(function_node.FunctionNode):
             raise RuntimeError('Height and width in the output must be '
                                'positive, got {}x{}'.format(out_h, out_w))
         self.x_shape = x.shape
+        last = channels_last.enabled()
         self.path = _path(x, W, (self.sy, self.sx), (self.ph, self.pw),
-                          out_h, out_w)
-        self.channels_last = (self.path != 'columns'
-                              and channels_last.enabled())
+                          out_h, out_w, last)
+        self.channels_last = last and self.path != 'columns'
         if self.path == 'onednn':
             y = self._empty((n, out_c, out_h, out_w), x.dtype)
             # x in oneDNN's layout, for the weight gradient.

@@ -108,14 +108,13 @@ def test_each_layout_takes_the_paths_that_pay(k, stride, pad, size,
     x = numpy.zeros((2, 3, size * stride, size * stride), numpy.float32)
     W = numpy.zeros((4, 3, k, k), numpy.float32)
     args = (x, W, (stride, stride), (pad, pad), size, size)
-    with chainer.using_config('cpu_channels_last', False):
-        assert convolution_module._path(*args) == channel_major
-    with chainer.using_config('cpu_channels_last', True):
-        assert convolution_module._path(*args) == last
+    assert convolution_module._path(*args, False) == channel_major
+    assert convolution_module._path(*args, True) == last
     with chainer.using_config('cpu_onednn', False):
-        assert convolution_module._path(*args) == 'columns'
+        for layout_last in (False, True):
+            assert convolution_module._path(*args, layout_last) == 'columns'
     assert convolution_module._path(
-        x.astype(numpy.float64), *args[1:]) == 'columns'
+        x.astype(numpy.float64), *args[1:], True) == 'columns'
 
 
 def test_onednn_primitives_are_reused(monkeypatch):
