@@ -14,7 +14,7 @@ before its first iteration:
          and checks, the others receive the arrays by MPI_Bcast), then the
          GlobalOrderIterator and the validation iterator
     old: every rank reads and checks the list files into a list of
-         ``(path, label)`` tuples (the reader as it was before the index),
+         ``(path, label)`` tuples, as Chainer's ImageNet example does,
          then the same iterators
 
 and prints per rank: seconds from launch to ready for the first iteration
