@@ -21,7 +21,7 @@ every run for the same epochs, the schedules laid out on them
 ``--out``; an interrupted run resumes from its newest snapshot. A finished
 run's result and log are copied to ``--results`` (``docs/large_batch_study``)
 with one row per run in its ``results.json``; a run whose result is there is
-skipped, so the study continues in a later session or on another machine,
+skipped, so the study continues later or on another machine,
 and the page (``docs/large_batch_study.md``) is regenerated from those files
 after every run.
 
