@@ -60,6 +60,7 @@ def test_the_largest_float16_values_are_finite():
     optimizer = guarded(net)
     optimizer.lr = 0.0
     optimizer.update()
+    assert optimizer.t == 1  # the update ran
 
 
 def test_parameters_without_gradients_are_skipped():
@@ -67,8 +68,14 @@ def test_parameters_without_gradients_are_skipped():
     set_grads(net, {'/a': 1})
     net.a.grad = None
     guarded(net).update()
+    numpy.testing.assert_array_equal(net.a.array, 1.0)
+    for p in (net.b, net.c):
+        numpy.testing.assert_array_equal(p.array, 0.5)
     net.cleargrads()
-    guarded(net).update()  # no gradient at all: nothing to check
+    optimizer = guarded(net)
+    optimizer.update()  # no gradient at all: nothing to check
+    assert optimizer.t == 1
+    numpy.testing.assert_array_equal(net.b.array, 0.5)
 
 
 class _CheckingCommunicator(object):
