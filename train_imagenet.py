@@ -207,9 +207,11 @@ def claim_output(out, resume):
 
 
 def check_free_space(out, model):
-    """Refuse ``--out`` unless one snapshot fits: the parameters and up to
-    two optimizer buffers of the same size (RMSprop warm-up's)."""
-    needed = 3 * sum(param.array.nbytes for param in model.params())
+    """Refuse ``--out`` unless one snapshot and the trained model fit: the
+    parameters and up to two optimizer buffers of the same size (RMSprop
+    warm-up's), then the parameters again in float32."""
+    needed = sum(3 * param.array.nbytes + 4 * param.size
+                 for param in model.params())
     try:
         run_directory.check_free_space(out, needed)
     except run_directory.NoSpace as e:
@@ -393,6 +395,10 @@ def train(args, recipe):
                 stop.signal_name, stop.iteration, os.path.join(
                     args.out, snapshots.SNAPSHOT_NAME.format(stop.iteration))))
     if comm.rank == 0:
+        snapshots.AtomicWriter()(
+            snapshots.MODEL_NAME, args.out, models.plain_copy(
+                model.predictor, functools.partial(
+                    models.archs[args.arch], n_class, width=args.width)))
         print(extensions.summary_line(trainer, time.time() - start),
               flush=True)
 

@@ -10,6 +10,7 @@ import sys
 
 from chainer.training import extensions as chainer_extensions
 
+from extensions.snapshots import MODEL_NAME
 from extensions.triggers import AnyOfTriggers
 
 LOSS = ['main/loss', 'validation/main/loss']
@@ -94,7 +95,8 @@ class _WithoutEscapes(object):
 
 def summary_line(trainer, seconds):
     """One line closing a run: where it ended, its last validation, the time
-    this process trained and where its snapshots are."""
+    this process trained and where its trained model, log and snapshots
+    are."""
     updater = trainer.updater
     parts = ['finished at iteration {} (epoch {:.2f})'.format(
         updater.iteration, updater.epoch_detail)]
@@ -114,7 +116,9 @@ def summary_line(trainer, seconds):
                         if name.startswith('snapshot_iter_')
                         and name.rsplit('_', 1)[1].isdigit()),
                        key=lambda name: int(name.rsplit('_', 1)[1]))
-    parts.append('log and {} snapshot(s) in {}{}'.format(
+    parts.append('{}log and {} snapshot(s) in {}{}'.format(
+        MODEL_NAME + ', ' if os.path.exists(os.path.join(
+            trainer.out, MODEL_NAME)) else '',
         len(snapshots), trainer.out,
         ' (newest {})'.format(snapshots[-1]) if snapshots else ''))
     return '; '.join(parts)

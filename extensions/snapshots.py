@@ -23,6 +23,9 @@ from extensions import run_directory
 SNAPSHOT_PATTERN = 'snapshot_iter_{.updater.iteration}'
 #: The name of the snapshot of an iteration: ``SNAPSHOT_NAME.format(i)``.
 SNAPSHOT_NAME = 'snapshot_iter_{}'
+#: The trained network of a finished run, as a plain Chainer model
+#: (:func:`models.plain_copy`).
+MODEL_NAME = 'model.npz'
 _SNAPSHOT_NAME = re.compile(r'^snapshot_iter_(\d+)$')
 
 

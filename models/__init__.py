@@ -1,6 +1,7 @@
 """Model definitions."""
 from models import chainer_layers  # NOQA
 from models.final_batch_normalization import FinalBatchNormalization  # NOQA
+from models.inference import plain_copy  # NOQA
 from models.label_smoothing import label_smoothed_cross_entropy  # NOQA
 from models.mixed_precision import MixedPrecision  # NOQA
 from models.resnet50 import ResNet50  # NOQA

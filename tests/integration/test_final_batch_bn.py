@@ -30,3 +30,4 @@ def test_train_imagenet_snapshot_holds_synced_statistics(mpirun, tmp_path):
     # PrintReport's terminal codes may precede a line: count substrings.
     assert proc.stdout.count('ok synced') == 2
     assert proc.stdout.count('ok snapshot') == 1
+    assert proc.stdout.count('ok model') == 1

@@ -333,11 +333,13 @@ def test_stop_signal_saves_the_last_update_and_resumes_bit_exact(
     assert sorted(f for f in os.listdir(out) if 'snapshot' in f) == [
         'snapshot_iter_{}'.format(stopped_at)]  # no temporary file left
     assert snapshot_params(snapshot)
+    assert not os.path.exists(os.path.join(out, 'model.npz'))  # unfinished
 
     resumed = run_mpi(2, args + ['--out', out, '--resume', 'auto'])
     assert 'resuming from {} at iteration {}'.format(
         snapshot, stopped_at) in resumed.stdout
     assert 'finished at iteration 8' in resumed.stdout
+    assert os.path.exists(os.path.join(out, 'model.npz'))
     rows = [int(line.split()[1]) for line in resumed.stdout.splitlines()
             if line.startswith('0 ')]
     assert rows == list(range(stopped_at + 1, 9))  # the old rows are not
@@ -431,8 +433,8 @@ def test_a_short_run_logs_snapshots_and_closes_with_a_summary(tmp_path):
     assert '\033' not in proc.stdout  # output to a file: no escapes
     last = proc.stdout.strip().splitlines()[-1]
     assert re.match(r'finished at iteration 2 \(epoch 0\.01\); \d+m\d\ds; '
-                    r'log and 1 snapshot\(s\) in {} \(newest snapshot_iter_2'
-                    r'\)$'.format(re.escape(out)), last), last
+                    r'model.npz, log and 1 snapshot\(s\) in {} \(newest '
+                    r'snapshot_iter_2\)$'.format(re.escape(out)), last), last
 
     again = run_mpi(2, TINY + ['--iterations', '2', '--out', out,
                                '--resume', 'auto'])

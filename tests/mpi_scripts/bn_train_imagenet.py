@@ -3,7 +3,8 @@
 Runs train_imagenet.py in this process with every sync recorded: each rank's
 statistics before it and after it. Checks that each sync left the average of
 what the ranks had, the same on every rank, and (rank 0) that the last
-snapshot holds the statistics of the last sync.
+snapshot holds the statistics of the last sync and model.npz the snapshot's
+weights with those statistics as test-mode mean and variance.
 Usage: bn_train_imagenet.py OUT [train_imagenet arguments...]
 Prints ``ok <check>`` for each check that passed on this rank.
 """
@@ -68,3 +69,20 @@ if comm.rank == 0:
                 for name in ('batch_mean', 'batch_var', 'batch_mean_sq')])
             numpy.testing.assert_array_equal(saved, stats)
     print('ok snapshot')
+    # The trained model: the snapshot's weights, the synced statistics in
+    # test-mode form (union variance), under Chainer's BN names.
+    with numpy.load(last) as snapshot, \
+            numpy.load(os.path.join(out, 'model.npz')) as model:
+        prefix = 'updater/model:main/predictor/'
+        weights = [key[len(prefix):] for key in snapshot.files
+                   if key.startswith(prefix) and 'batch_' not in key]
+        assert len(weights) == 161 and set(weights) < set(model.files)
+        for key in weights:
+            numpy.testing.assert_array_equal(model[key],
+                                             snapshot[prefix + key])
+        for path, (mean, var, mean_sq) in after.items():
+            key = path[len('/predictor/'):]
+            numpy.testing.assert_array_equal(model[key + '/avg_mean'], mean)
+            numpy.testing.assert_array_equal(model[key + '/avg_var'],
+                                             var + mean_sq - mean ** 2)
+    print('ok model')
