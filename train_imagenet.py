@@ -101,7 +101,8 @@ def parse_args(argv):
     add('--on-non-finite', choices=('stop', 'skip'), default='stop')
     add('--skip-bad-images', action='store_true', help='count, not stop')
     add('--test', action='store_true',
-        help='smoke test: 5 iterations, log every one, validate on 64 images')
+        help='smoke test: 5 iterations, log every one, validate on 64 images '
+             'spread over the validation set')
     recipes.add_arguments(parser)
     args = parser.parse_args(argv)
     if (args.train is None) != (args.val is None) or args.demo and args.train:
