@@ -12,10 +12,12 @@ stack that cannot train on a GPU into one line. A trainer calls them as::
     import chainer
     ...
     if on_gpu:
-        try:
-            cuda_stack.check(allow_no_cudnn=args.allow_no_cudnn)
-        except errors.InputError as e:
-            raise errors.InputError('--gpu: {}'.format(e))
+        with failures.flag_errors('--gpu'):
+            try:
+                cuda_stack.check(args.allow_no_cudnn)
+            except cuda_stack.CudnnOffError as e:
+                raise errors.InputError('{}, or pass --allow-no-cudnn to '
+                                        'train without it'.format(e))
         if comm.rank == 0:
             print(cuda_stack.stack_line(device.device.id))
 
@@ -166,14 +168,19 @@ def _numpy_mismatch(distribution):
             '{}'.format(version, name, specifier, numpy.__version__, fix))
 
 
+class CudnnOffError(InputError):
+    """cuDNN cannot run, and training without it was not allowed."""
+
+
 def check(allow_no_cudnn=False, need_nccl=True):
     """Raise :class:`~errors.InputError` unless Chainer can train on a GPU.
 
     The message is one line that reads after a flag (``--gpu: ...``). It
     names what is missing or does not fit, with the install command that
     fixes it: CuPy, a CuPy built for another NumPy line, a CUDA library, a
-    visible GPU, cuDNN (unless ``allow_no_cudnn``; CuPy 14 has none) or NCCL
-    (when ``need_nccl``, as every GPU communicator but ``naive`` and
+    visible GPU, cuDNN (unless ``allow_no_cudnn``; CuPy 14 has none:
+    :class:`CudnnOffError`, which the caller completes with its own switch)
+    or NCCL (when ``need_nccl``, as every GPU communicator but ``naive`` and
     ``flat`` needs it).
     """
     hint = 'install the GPU stack with {} (docs/gpu.md)'.format(INSTALL)
@@ -201,11 +208,10 @@ def check(allow_no_cudnn=False, need_nccl=True):
                       .format(distribution[1]))
         else:
             reason = _library_error(cuda._resolution_error)
-        raise InputError('cuDNN is off ({}), so Chainer would run '
-                         'convolutions through cuBLAS, several times slower; '
-                         '{} brings CuPy 13 with cuDNN 8.9, or pass '
-                         '--allow-no-cudnn to train without it'.format(
-                             reason, INSTALL))
+        raise CudnnOffError('cuDNN is off ({}), so Chainer would run '
+                            'convolutions through cuBLAS, several times '
+                            'slower; {} brings CuPy 13 with cuDNN 8.9'.format(
+                                reason, INSTALL))
     if need_nccl:
         error = _nccl_error()
         if error is not None:

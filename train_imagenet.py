@@ -236,7 +236,11 @@ def train(args, recipe):
     comm_name = args.communicator or ('pure_nccl' if on_gpu else 'naive')
     if on_gpu:
         with failures.flag_errors('--gpu' if args.gpu else '--device'):
-            cuda_stack.check(args.allow_no_cudnn, 'nccl' in comm_name)
+            try:
+                cuda_stack.check(args.allow_no_cudnn, 'nccl' in comm_name)
+            except cuda_stack.CudnnOffError as e:
+                raise errors.InputError('{}, or pass --allow-no-cudnn to '
+                                        'train without it'.format(e))
     with failures.flag_errors('--communicator {} --allreduce-dtype {}'.format(
             comm_name, args.allreduce_dtype)):
         comm = communicators.create_communicator(

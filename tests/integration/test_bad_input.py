@@ -163,3 +163,46 @@ def test_a_single_process_leaves_nothing_behind(tmp_path):
         assert 'Sorry' not in proc.stderr and 'leaked' not in proc.stderr
         assert os.listdir(str(shm)) == []
         assert not [f for f in os.listdir(str(tmp)) if f.startswith('pymp')]
+
+
+# train_imagenet.py with cuda_stack.check standing in for a GPU machine's:
+# cuDNN is off unless allowed, and then no GPU is visible
+_GPU_STACK_RUNNER = '''
+import sys
+import cuda_stack
+import train_imagenet
+
+def check(allow_no_cudnn=False, need_nccl=True):
+    if not allow_no_cudnn:
+        raise cuda_stack.CudnnOffError('cuDNN is off (CuPy 14.2.0 has none)')
+    raise cuda_stack.InputError('no GPU is visible (none here)')
+
+cuda_stack.check = check
+sys.argv[0] = 'train_imagenet.py'
+train_imagenet.main(sys.argv[1:])
+'''
+
+
+def run_with_gpu_stack(tmp_path, *args):
+    runner = tmp_path / 'runner.py'
+    runner.write_text(_GPU_STACK_RUNNER)
+    out = tmp_path / 'out'
+    proc = subprocess.run(
+        [sys.executable, str(runner), '--demo', '--out', str(out)] +
+        list(args), capture_output=True, text=True, timeout=60, cwd=REPO,
+        env=dict(os.environ, PYTHONPATH=REPO))
+    assert proc.returncode == 2 and 'Traceback' not in proc.stderr, \
+        proc.stderr
+    assert not out.exists()  # nothing written
+    return proc.stderr.strip()
+
+
+def test_a_gpu_without_cudnn_names_the_flag_that_allows_it(tmp_path):
+    assert run_with_gpu_stack(tmp_path, '--gpu') == (
+        'train_imagenet.py: error: --gpu: cuDNN is off (CuPy 14.2.0 has '
+        'none), or pass --allow-no-cudnn to train without it')
+    assert run_with_gpu_stack(tmp_path, '--gpu', '--allow-no-cudnn') == (
+        'train_imagenet.py: error: --gpu: no GPU is visible (none here)')
+    assert run_with_gpu_stack(tmp_path, '--device', '@cupy:0') == (
+        'train_imagenet.py: error: --device: cuDNN is off (CuPy 14.2.0 has '
+        'none), or pass --allow-no-cudnn to train without it')
