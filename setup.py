@@ -5,7 +5,7 @@ setup(
     version='0.1.0',
     description='Extremely large minibatch SGD for ResNet-50 on ImageNet '
                 '(Akiba, Suzuki & Fukuda, 2017) with Chainer and ChainerMN',
-    python_requires='>=3.8',
+    python_requires='>=3.9',
     packages=find_packages(exclude=['tests', 'tests.*']),
     py_modules=['chainer_compat', 'cuda_stack', 'errors', 'processes',
                 'train_imagenet'],
