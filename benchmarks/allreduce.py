@@ -13,9 +13,8 @@ times, over every rank, each of
                          all-reduce of each parameter's largest magnitude,
                          scaling, casts and the non-finite check included)
                 divide-first: the same mean with one scale 2^-k >= 1/p
-                         applied before the sum and none measured, the
-                         order ``mpi_fp16`` used before its per-parameter
-                         scales (the baseline of the ratio)
+                         applied before the sum and none measured (the
+                         baseline of the ratio)
 
 and prints the median over ``--repeats`` of the slowest rank's time, and
 the ratio of the float16 mean_grad's time to divide-first's (the two run

@@ -16,11 +16,12 @@ taken from the whole parameters:
     float32        float32 sum, then x 1/p
     divide-first   x 2^-k (2^k >= p) into float32, the CPU ring (float16
                    wire, float32 accumulation), the last sum x 2^k/p before
-                   its rounding (the order before the current scaling)
+                   its rounding
     sum-first      cast to float16, float16 sum, x 1/p in float16
                    (ChainerMN's pure_nccl with allreduce_grad_dtype float16)
     global scale   x s, one power of two s for all parameters
-                   (communicators.half_scaling with one segment), the CPU
+                   (communicators.half_scaling.scales of the largest
+                   magnitude over all parameters), the CPU
                    ring, x 1/(s p)
     per-parameter  the same with one s per parameter (what mpi_fp16 and
                    pure_nccl_fp16 do)

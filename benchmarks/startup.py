@@ -74,8 +74,8 @@ def build_dataset(root, n_train, n_val, n_class):
 
 
 def old_read_list_file(path, root):
-    """The list-file reader as it was before the index: every rank parses,
-    checks every path and keeps a list of tuples."""
+    """The list-file reader of the old path: every rank parses, checks
+    every path and keeps a list of tuples."""
     import errors
     pairs = []
     with open(path) as f:

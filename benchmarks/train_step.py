@@ -35,7 +35,7 @@ Rounds alternate the implementations so that machine noise hits all of them
 alike; the spread of the per-round ratios is printed too. ``--profile``
 also prints where the time of ``--steps`` more steps goes, by kind of work
 (:mod:`benchmarks.step_profile`). ``--transform``
-also prints the per-core images/s of the training transform (Pillow decode,
+also prints the per-core images/s of the training transform (decode,
 resize, random crop, flip, mean subtraction) on a synthetic ImageNet-sized
 JPEG.
 """
