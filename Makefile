@@ -39,13 +39,15 @@ test: setup
 	$(PY) -m pytest -q tests $(PYTEST_ARGS)
 
 # The suite on the NumPy 1.x line, in its own venv (.ci/run runs both),
-# without the tests of the launchers and job scripts (a real Slurm, emulated
-# nodes), whose NumPy is the trainer's already tested on both lines.
-LAUNCHER_TESTS := tests/integration/test_slurm.py \
-	tests/integration/test_local_cluster.py
+# without the tests of the launchers (a real Slurm, emulated nodes) and of
+# the study driver: they run the trainer, already tested on both lines, many
+# times over, and take about half of the suite's time.
+DRIVER_TESTS := tests/integration/test_slurm.py \
+	tests/integration/test_local_cluster.py \
+	tests/integration/test_paper_regime_quick_study.py
 test-numpy1:
 	$(MAKE) test VENV=.venv-numpy1 NUMPY='numpy<2' \
-		PYTEST_ARGS='$(addprefix --ignore=,$(LAUNCHER_TESTS))'
+		PYTEST_ARGS='$(addprefix --ignore=,$(DRIVER_TESTS))'
 
 clean:
 	rm -rf $(VENV) .venv-numpy1 result
