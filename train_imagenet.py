@@ -198,6 +198,8 @@ def claim_output(out, resume):
         raise failures.JobInputError(
             '--out {}; continue it with --resume auto, or choose another '
             '--out'.format(e))
+    except run_directory.FileInTheWay as e:
+        raise failures.JobInputError('--out {}'.format(e))
     except OSError as e:
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
             raise failures.JobInputError('--out {}'.format(

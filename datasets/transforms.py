@@ -46,8 +46,16 @@ def load_mean(path, resize):
         raise InputError('{}: no such file'.format(path))
     try:
         mean = numpy.load(path)
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, EOFError) as e:
         raise InputError('{}: not a .npy array ({})'.format(path, e))
+    if not isinstance(mean, numpy.ndarray):  # an .npz archive
+        raise InputError('{}: not a .npy array (a {})'.format(
+            path, type(mean).__name__))
+    if mean.dtype.kind not in 'biuf':
+        raise InputError('{}: expected numbers, got a {} array'.format(
+            path, mean.dtype))
+    if not numpy.isfinite(mean).all():
+        raise InputError('{}: holds values that are not finite'.format(path))
     if mean.shape not in ((3,), (3, resize, resize)):
         raise InputError(
             '{}: shape {} is neither (3,) nor (3, {}, {}) (the resized '

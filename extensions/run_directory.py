@@ -43,6 +43,21 @@ class HoldsAnotherRun(InputError):
             '{} holds another run ({})'.format(directory, ', '.join(found)))
 
 
+class FileInTheWay(InputError):
+    """The directory, or a folder on its path, is a file."""
+
+    def __init__(self, directory):
+        blocker = directory
+        while blocker and not os.path.exists(blocker):
+            blocker = os.path.dirname(blocker)
+        super(FileInTheWay, self).__init__('{}: {} is a file, not a '
+                                           'directory'.format(
+                                               directory,
+                                               'it' if blocker in (
+                                                   directory, '') else
+                                               blocker))
+
+
 class NoSpace(InputError):
     """Too little free space for a file. ``free`` is in bytes."""
 
@@ -81,9 +96,13 @@ def claim(directory):
     Returns the open lock file: the lock lasts while it stays open (keep a
     reference) and ends with the process. Raises :class:`DirectoryInUse`
     naming the holder (process id, host, start time) when another process
-    holds it, and ``OSError`` when the directory cannot be written.
+    holds it, :class:`FileInTheWay` when it or a folder on its path is a
+    file, and ``OSError`` when the directory cannot be written.
     """
-    os.makedirs(directory, exist_ok=True)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise FileInTheWay(directory)
     lock = open(os.path.join(directory, LOCK_NAME), 'a+')
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

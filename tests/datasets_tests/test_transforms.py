@@ -1,3 +1,5 @@
+import os
+
 import numpy
 import pytest
 from PIL import Image
@@ -55,6 +57,26 @@ def test_mean_file_of_wrong_shape_is_refused(tmp_path):
     numpy.save(mean_file, numpy.zeros((3, 10, 10)))
     with pytest.raises(errors.InputError, match=r'mean\.npy: shape'):
         datasets.load_mean(mean_file, 36)
+
+
+@pytest.mark.parametrize('write, expected', [
+    (lambda path: open(path, 'w').close(),
+     'not a .npy array (No data left in file)'),
+    (lambda path: numpy.savez(path, mean=numpy.zeros(3)),
+     'not a .npy array (a NpzFile)'),
+    (lambda path: numpy.save(path, numpy.array(['1', '2', '3'])),
+     'expected numbers, got a <U1 array'),
+    (lambda path: numpy.save(path, numpy.array([1, numpy.nan, 3])),
+     'holds values that are not finite'),
+])
+def test_a_mean_file_that_is_no_mean_is_refused(tmp_path, write, expected):
+    mean_file = str(tmp_path / 'mean.npy')
+    write(mean_file)
+    if os.path.exists(mean_file + '.npz'):  # savez adds the suffix
+        os.rename(mean_file + '.npz', mean_file)
+    with pytest.raises(errors.InputError) as e:
+        datasets.load_mean(mean_file, 36)
+    assert str(e.value) == '{}: {}'.format(mean_file, expected)
 
 
 def test_library_errors_name_parameters_and_files_not_flags(tmp_path):

@@ -25,6 +25,19 @@ def test_claim_creates_and_locks_the_directory(tmp_path):
     run_directory.claim(out).close()  # free again
 
 
+def test_a_file_in_the_way_is_named(tmp_path):
+    path = tmp_path / 'file'
+    path.write_text('kept')
+    with pytest.raises(run_directory.FileInTheWay) as e:
+        run_directory.claim(str(path))
+    assert str(e.value) == '{}: it is a file, not a directory'.format(path)
+    with pytest.raises(run_directory.FileInTheWay) as e:
+        run_directory.claim(str(path / 'run'))
+    assert str(e.value) == '{}: {} is a file, not a directory'.format(
+        path / 'run', path)
+    assert path.read_text() == 'kept'
+
+
 def test_a_killed_holder_releases_the_lock(tmp_path):
     out = str(tmp_path)
     holder = subprocess.Popen(

@@ -138,6 +138,23 @@ def test_flags_checked_before_training(flags, expected, tmp_path):
     assert os.listdir(str(tmp_path)) == []  # nothing written
 
 
+def test_an_out_that_is_a_file_is_refused_and_kept(tmp_path):
+    path = tmp_path / 'notes.txt'
+    path.write_text('kept')
+    assert train('--demo', '--out', str(path)).endswith(
+        '--out {}: it is a file, not a directory'.format(path))
+    assert path.read_text() == 'kept'
+
+
+def test_a_mean_file_that_is_no_array_is_named(tmp_path):
+    mean = tmp_path / 'mean.npy'
+    mean.write_text('')
+    out = tmp_path / 'out'
+    assert train('--demo', '--out', str(out), '--mean', str(mean)).endswith(
+        '--mean {}: not a .npy array (No data left in file)'.format(mean))
+    assert os.listdir(str(out)) == ['.lock']  # free for the next job
+
+
 def test_list_file_that_is_not_utf8(images):
     path = images / 'train.txt'
     path.write_bytes(b'0.jpg 1\n\xff\xfe.jpg 0\n')
