@@ -125,6 +125,7 @@ def check_args(args):
         'snapshot_interval', 'resize')] + [
         ('iterations', args.iterations is None or args.iterations > 0,
          'positive'),
+        ('n_class', args.n_class is None or args.n_class > 0, 'positive'),
         ('snapshot_iterations', args.snapshot_iterations >= 0,
          'non-negative (0: off)'),
         ('crop_size', args.crop_size >= 32, 'at least 32'),

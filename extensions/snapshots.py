@@ -112,6 +112,9 @@ def find_resume(resume, outdir, config, name='run_configuration'):
             return None
     else:
         path = resume
+        if os.path.isdir(path):
+            raise InputError('{}: a directory, expected a snapshot file '
+                             '(or auto)'.format(path))
         if not os.path.isfile(path):
             raise InputError('{}: no such file'.format(path))
         if not is_intact(path):

@@ -99,6 +99,11 @@ def test_a_missing_damaged_or_foreign_file_is_refused(tmp_path):
     missing = str(tmp_path / 'nope')
     with pytest.raises(InputError, match='^/.*nope: no such file'):
         snapshots.find_resume(missing, str(tmp_path), configuration())
+    with pytest.raises(InputError) as info:
+        snapshots.find_resume(str(tmp_path), str(tmp_path), configuration())
+    assert str(info.value) == (
+        '{}: a directory, expected a snapshot file (or auto)'.format(
+            tmp_path))
     torn = snapshot_in(tmp_path, 5)
     tear(torn)
     with pytest.raises(InputError, match='damaged or incomplete snapshot'):

@@ -119,6 +119,7 @@ def test_every_worker_stops_on_bad_input_and_reports_once(mpirun, images):
 
 @pytest.mark.parametrize('flags, expected', [
     (['--iterations', '0'], '--iterations must be positive, got 0'),
+    (['--n-class', '0'], '--n-class must be positive, got 0'),
     (['--snapshot-interval', '0'], '--snapshot-interval must be positive'),
     (['--val-interval', '0'], '--val-interval must be positive, got 0'),
     (['--val-interval', '-1'], '--val-interval must be positive, got -1'),
