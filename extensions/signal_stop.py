@@ -1,8 +1,9 @@
-"""Stopping a job on SIGTERM or SIGUSR1 after the update in progress.
+"""Stopping a job on SIGTERM, SIGUSR1 or SIGINT after the update in progress.
 
 Schedulers send SIGTERM on preemption, ``scancel`` or a time limit (Slurm
-sends SIGUSR1 ahead of it with ``--signal``), and Open MPI's ``mpiexec``
-forwards SIGUSR1 to every process. Any worker that receives one only sets a
+sends SIGUSR1 ahead of it with ``--signal``), Open MPI's ``mpiexec``
+forwards SIGUSR1 to every process, and Ctrl-C at a terminal sends SIGINT to
+a process started there. Any worker that receives one only sets a
 flag (a second one, 2 s or more later, ends it at once); the
 update in progress finishes, and right after it every worker
 all-reduces its flag, so all of them agree in the same iteration that the job
@@ -18,7 +19,7 @@ import time
 from chainer import training
 
 #: The signals that stop a job after the update in progress.
-SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
 
 
 @contextlib.contextmanager

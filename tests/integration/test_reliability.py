@@ -8,6 +8,7 @@ import pty
 import re
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import zipfile
@@ -36,14 +37,17 @@ def snapshot_params(path):
                 if k.startswith('updater/model:main/')}
 
 
-def start_job(args, out, iterations, stdout=subprocess.PIPE, timeout=120):
+def start_job(args, out, iterations, stdout=subprocess.PIPE, timeout=120,
+              processes=2):
     """``mpiexec -n 2`` of the trainer writing to ``out``, in the background,
-    returned once its log holds ``iterations`` entries. A launch whose PMIx
-    server failed to start, before any rank ran, is tried once more (as
-    ``run_mpi`` does)."""
+    returned once its log holds ``iterations`` entries (``processes`` None:
+    one process, without a launcher). A launch whose PMIx server failed to
+    start, before any rank ran, is tried once more (as ``run_mpi`` does)."""
     env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=REPO)
+    argv = args + ['--out', out]
     for _ in range(2):
-        proc = subprocess.Popen(mpi_command(2, args + ['--out', out]),
+        proc = subprocess.Popen(mpi_command(processes, argv) if processes
+                                else [sys.executable] + argv,
                                 cwd=REPO, env=env, stdout=stdout,
                                 stderr=subprocess.PIPE, text=True)
         deadline = time.time() + timeout
@@ -351,6 +355,25 @@ def test_stop_signal_saves_the_last_update_and_resumes_bit_exact(
         assert final.keys() == expected.keys() and len(final) > 100
         for key in expected:
             assert (final[key] == expected[key]).all(), key
+
+
+def test_ctrl_c_stops_a_run_without_a_launcher_with_a_snapshot(tmp_path):
+    """Ctrl-C at a terminal (SIGINT) to a run started without mpiexec stops
+    it as SIGTERM does: after the update in progress, with its snapshot."""
+    out = str(tmp_path / 'run')
+    proc = start_job(TINY + ['--iterations', '100'], out, 3, processes=None)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 4, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    match = re.match(r'train_imagenet\.py: stopped by SIGINT after iteration '
+                     r'(\d+); its snapshot is (\S+); continue with --resume '
+                     r'auto$', lines[0])
+    assert match, lines[0]
+    assert match.group(2) == os.path.join(
+        out, 'snapshot_iter_{}'.format(match.group(1)))
+    assert snapshot_params(match.group(2))
 
 
 def test_output_of_another_run_is_never_overwritten(tmp_path):
