@@ -50,36 +50,50 @@ def parse_args(argv):
     add('train', nargs='?', help='list file, class folders or decoded .npz')
     add('val', nargs='?', help='validation set, in the same form')
     add('--demo', action='store_true', help='train on the embedded dataset')
-    add('--root', default='.', help='root of the paths in list files')
-    add('--arch', '-a', choices=sorted(models.archs), default='resnet50')
-    add('--width', type=float, default=1.0, help='channel-width multiplier')
+    add('--root', default='.',
+        help='root of the paths in list files (default: %(default)s)')
+    add('--arch', '-a', choices=sorted(models.archs), default='resnet50',
+        help='network (default: %(default)s)')
+    add('--width', type=float, default=1.0,
+        help='channel-width multiplier (default: 1, ResNet-50 itself)')
     add('--n-class', type=int, help='classes (default: folders, or 1000)')
-    add('--batchsize', '-B', type=int, default=32, help='images per GPU')
+    add('--batchsize', '-B', type=int, default=32,
+        help='images per worker per micro-batch (default: %(default)s)')
     add('--accumulate', type=int, default=1,
-        help='micro-batches per worker per update (virtual workers)')
-    add('--val_batchsize', '-b', type=int, default=250)
+        help='micro-batches per worker per update (virtual workers; '
+        'default: %(default)s)')
+    add('--val_batchsize', '-b', type=int, default=250,
+        help='validation images per worker per batch (default: '
+        '%(default)s)')
     add('--epoch', '-E', type=int, help='epochs (default 90; 3 with --demo)')
     add('--iterations', type=int, help='stop after this many iterations')
     add('--crop-size', type=int, help='crop side (224; 32 with --demo)')
     add('--resize', type=int, help='side before cropping (crop x 256/224)')
     add('--mean', '-m', help='mean .npy, (3,) or (3, resize, resize)')
-    add('--loaderjob', '-j', type=int, default=2, help='loaders per worker')
+    add('--loaderjob', '-j', type=int, default=2,
+        help='image-loading processes per worker, 0: none (default: '
+        '%(default)s)')
     add('--decoder', default='auto', help='JPEG decoder: auto (simplejpeg '
-        'where installed, else Pillow) or pillow')
+        'where installed, else Pillow) or pillow (default: %(default)s)')
     add('--resize-whole-image', action='store_true',
         help='resize the whole image, then crop (default: the crop\'s box)')
     add('--communicator', help='ChainerMN communicator, mpi_fp16 or '
         'pure_nccl_fp16 (default: naive on CPU, pure_nccl on GPU)')
-    add('--allreduce-dtype', choices=('float16', 'float32'), default='float16')
+    add('--allreduce-dtype', choices=('float16', 'float32'), default='float16',
+        help='dtype the gradients travel in (default: %(default)s)')
     add('--virtual-worker-rounding', choices=('on', 'off'), default='on',
         help='with --accumulate and a float16 all-reduce, round each '
-        'micro-batch\'s gradient as a float16 worker\'s')
+        'micro-batch\'s gradient as a float16 worker\'s (default: '
+        '%(default)s)')
     add('--bn-stats', choices=('final-batch', 'moving-average'),
-        default='final-batch', help='BN statistics for evaluation')
+        default='final-batch',
+        help='BN statistics for evaluation (default: %(default)s)')
     add('--bn-variance', choices=models.final_batch_normalization.VARIANCES,
         default='mean', help='final-batch variance: the mean of the workers\' '
-        'variances, or the variance of the union of their batches')
-    add('--device', '-d', default='-1', help='device: @cupy:N, or -1 (CPU)')
+        'variances, or the variance of the union of their batches (default: '
+        '%(default)s)')
+    add('--device', '-d', default='-1',
+        help='device: @cupy:N, @numpy or -1 (CPU) (default: %(default)s)')
     add('--gpu', '-g', action='store_true', help='GPU = intra-node rank')
     add('--allow-no-cudnn', action='store_true',
         help='train on GPUs without cuDNN (many times slower)')
@@ -90,16 +104,27 @@ def parse_args(argv):
     add('--cudnn-workspace', type=int, default=cuda_stack.CUDNN_WORKSPACE_MIB,
         metavar='MIB', help='cuDNN workspace per convolution, MiB '
         '(default: %(default)s)')
-    add('--out', '-o', default='result', help='output directory')
+    add('--out', '-o', default='result',
+        help='output directory (default: %(default)s)')
     add('--resume', '-r', help='snapshot to resume from, or "auto"')
-    add('--seed', type=int, default=0, help='seed of init, order and crops')
-    add('--log-interval', type=int, default=10, help='iterations per log line')
-    add('--val-interval', type=float, default=1, help='epochs per validation')
-    add('--snapshot-interval', type=float, default=1, help='epochs/snapshot')
-    add('--snapshot-iterations', type=int, default=0, help='0: off')
-    add('--keep-snapshots', type=int, default=3, help='snapshots to keep')
-    add('--on-non-finite', choices=('stop', 'skip'), default='stop')
-    add('--skip-bad-images', action='store_true', help='count, not stop')
+    add('--seed', type=int, default=0,
+        help='seed of init, order and crops (default: %(default)s)')
+    add('--log-interval', type=int, default=10,
+        help='iterations per log line (default: %(default)s)')
+    add('--val-interval', type=float, default=1,
+        help='epochs per validation (default: %(default)s)')
+    add('--snapshot-interval', type=float, default=1,
+        help='epochs per snapshot (default: %(default)s)')
+    add('--snapshot-iterations', type=int, default=0,
+        help='a snapshot every this many iterations as well (default: 0, '
+        'none)')
+    add('--keep-snapshots', type=int, default=3,
+        help='newest snapshots kept (default: %(default)s)')
+    add('--on-non-finite', choices=('stop', 'skip'), default='stop',
+        help='a non-finite gradient stops the job (exit 3) or skips its '
+        'update (default: %(default)s)')
+    add('--skip-bad-images', action='store_true',
+        help='count undecodable images and go on, instead of stopping')
     add('--test', action='store_true',
         help='smoke test: 5 iterations, log every one, validate on 64 images '
              'spread over the validation set')
