@@ -50,12 +50,10 @@ class FileInTheWay(InputError):
         blocker = directory
         while blocker and not os.path.exists(blocker):
             blocker = os.path.dirname(blocker)
-        super(FileInTheWay, self).__init__('{}: {} is a file, not a '
-                                           'directory'.format(
-                                               directory,
-                                               'it' if blocker in (
-                                                   directory, '') else
-                                               blocker))
+        if blocker in (directory, ''):
+            blocker = 'it'
+        super(FileInTheWay, self).__init__(
+            '{}: {} is a file, not a directory'.format(directory, blocker))
 
 
 class NoSpace(InputError):
