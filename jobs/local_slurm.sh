@@ -8,7 +8,9 @@
 # state and logs in one directory, LOCAL_SLURM_DIR (default
 # /tmp/local-slurm), apart from any system Slurm. No cgroups (process
 # tracking through /proc, no task plugin) and no accounting. The node offers
-# `nproc` CPUs and 95% of its memory (MemTotal, what `free` reports).
+# `nproc` CPUs and 95% of its memory (MemTotal, what `free` reports). Job
+# credentials expire after 10 s instead of Slurm's 120 (`cred_expire`), and
+# a requeued job waits that long before it starts again.
 #
 #     jobs/local_slurm.sh [start]   # start, or find it running; wait for idle
 #     export SLURM_CONF=/tmp/local-slurm/slurm.conf
@@ -87,7 +89,7 @@ SlurmdUser=root
 TmpFS=$TMPFS
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$DIR/munge.socket
+AuthInfo=socket=$DIR/munge.socket,cred_expire=10
 StateSaveLocation=$DIR/slurmctld
 SlurmdSpoolDir=$DIR/$slurmd_files
 SlurmctldPidFile=$DIR/slurmctld.pid
