@@ -246,11 +246,12 @@ def _comparable(plan, other):
     """The fields of the plan ``plan`` (a JSON dict) that make the study:
     those ``other`` has too (a plan may add or lack stages), without the
     seed counts (more or fewer seeds are the same study) and with the runs
-    on the paper's schedule as a set (their order only schedules them)."""
+    on the paper's schedule as the set of their configurations (their
+    order only schedules them, and their seeds are more or fewer seeds)."""
     mine = {k: v for k, v in plan.items() if k in other}
     mine.update(seeds=0, sweep_seeds=0)
     if 'paper_runs' in mine:
-        mine['paper_runs'] = sorted(map(tuple, mine['paper_runs']))
+        mine['paper_runs'] = sorted({name for name, _ in mine['paper_runs']})
     return mine
 
 
