@@ -356,8 +356,11 @@ def paper_schedule_text(plan, results, results_dir, rel, lr_ref):
                      run, plan, 'OUT/data/train.npz', 'OUT/data/val.npz',
                      'OUT/runs/' + run.name)) for run in examples), '```', '']
     train_s = sum(r['train_s'] for r in paper + handover)
+    finished = len(paper) == len(planned) and len(handover) == len(
+        handover_runs(plan, 1.0))
     text += ['{:.1f} h of training time (the trainer\'s clock) in these '
-             'runs so far.'.format(train_s / 3600), '']
+             'runs{}.'.format(train_s / 3600, '' if finished else ' so far'),
+             '']
     return text
 
 

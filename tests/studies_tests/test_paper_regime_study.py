@@ -356,6 +356,22 @@ def test_the_paper_schedule_section_reads_gaps_and_the_handover(tmp_path):
     for name in ('paper_curves.png', 'handover.png'):
         assert os.path.getsize(tmp_path / name) > 0
     assert '--epoch 90' in text and '--iterations 586' in text
+    assert 'in these runs so far.' in text
+
+
+def test_the_paper_schedule_section_says_when_every_run_is_in(tmp_path):
+    plan = regime.FULL
+    results = [paper_result(name, 1 if name.startswith('reference') else 128,
+                            seed, 0.9) for name, seed in plan.paper_runs]
+    results += [paper_result('akiba2017', 128, 2, None, 'handover',
+                             epochs=epochs, losses=[(1, 1.0)], curve=[])
+                for epochs in (plan.epochs, plan.plateau_epochs,
+                               plan.paper_epochs)]
+    text = '\n'.join(report.paper_schedule_text(
+        plan, results, str(tmp_path), '.', 0.01))
+    assert '8 of 8 runs on the paper\'s schedule and 3 of 3' in text
+    assert '0.0 h of training time (the trainer\'s clock) in these ' \
+        'runs.' in text
 
 
 def test_handover_position_is_zero_and_one_at_the_ends_of_the_slide():
