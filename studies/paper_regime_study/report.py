@@ -296,6 +296,7 @@ def paper_schedule_text(plan, results, results_dir, rel, lr_ref):
     paper = [r for r in results if r['stage'] == 'paper-schedule']
     handover = [r for r in results if r['stage'] == 'handover']
     planned = paper_schedule_runs(plan, 1.0)
+    planned_handover = handover_runs(plan, 1.0)
     text = [
         '## The paper\'s {}-epoch schedule'.format(plan.paper_epochs), '',
         '{} of {} runs on the paper\'s schedule and {} of {} handover runs '
@@ -306,7 +307,7 @@ def paper_schedule_text(plan, results, results_dir, rel, lr_ref):
         '60 and 80; poly(2) for `you2017`; the reference\'s steps at 30, 60 '
         'and 80. Tested every {} epochs.'.format(
             len(paper), len(planned), len(handover),
-            len(handover_runs(plan, 1.0)),
+            len(planned_handover),
             sum(r['diverged'] for r in paper + handover),
             2.5 * plan.n_train / (plan.b_ref * plan.k), plan.k,
             plan.paper_val_interval), '',
@@ -356,8 +357,8 @@ def paper_schedule_text(plan, results, results_dir, rel, lr_ref):
                      run, plan, 'OUT/data/train.npz', 'OUT/data/val.npz',
                      'OUT/runs/' + run.name)) for run in examples), '```', '']
     train_s = sum(r['train_s'] for r in paper + handover)
-    finished = len(paper) == len(planned) and len(handover) == len(
-        handover_runs(plan, 1.0))
+    finished = (len(paper), len(handover)) == (len(planned),
+                                               len(planned_handover))
     text += ['{:.1f} h of training time (the trainer\'s clock) in these '
              'runs{}.'.format(train_s / 3600, '' if finished else ' so far'),
              '']

@@ -334,17 +334,21 @@ def paper_result(config, k, seed, top1, stage='paper-schedule', **extra):
         wall_s=10.0, finished=1.0, source='test'), **extra)
 
 
+def handover_result(epochs):
+    """A handover run whose loss peaks in the slide (paper epochs 10 to
+    12.5)."""
+    per_epoch = 60000 / 1536
+    losses = [(i, 5.0 if 11 <= i / per_epoch * 90 / epochs < 12 else 1.0)
+              for i in range(1, int(15 / 90 * epochs * per_epoch) + 1)]
+    return paper_result('akiba2017', 128, 2, None, 'handover',
+                        epochs=epochs, losses=losses, curve=[])
+
+
 def test_the_paper_schedule_section_reads_gaps_and_the_handover(tmp_path):
     results = [paper_result('reference', 1, 0, 0.85),
                paper_result('akiba2017', 128, 0, 0.84),
                paper_result('akiba2017', 128, 1, 0.80)]
-    for epochs in (7, 90):
-        per_epoch = 60000 / 1536
-        # the loss peaks in the slide (paper epochs 10 to 12.5)
-        losses = [(i, 5.0 if 11 <= i / per_epoch * 90 / epochs < 12 else 1.0)
-                  for i in range(1, int(15 / 90 * epochs * per_epoch) + 1)]
-        results.append(paper_result('akiba2017', 128, 2, None, 'handover',
-                                    epochs=epochs, losses=losses, curve=[]))
+    results += [handover_result(epochs) for epochs in (7, 90)]
     text = '\n'.join(report.paper_schedule_text(
         regime.FULL, results, str(tmp_path), '.', 0.01))
     assert '3 of 8 runs on the paper\'s schedule and 2 of 3 handover runs' \
@@ -363,10 +367,8 @@ def test_the_paper_schedule_section_says_when_every_run_is_in(tmp_path):
     plan = regime.FULL
     results = [paper_result(name, 1 if name.startswith('reference') else 128,
                             seed, 0.9) for name, seed in plan.paper_runs]
-    results += [paper_result('akiba2017', 128, 2, None, 'handover',
-                             epochs=epochs, losses=[(1, 1.0)], curve=[])
-                for epochs in (plan.epochs, plan.plateau_epochs,
-                               plan.paper_epochs)]
+    results += [handover_result(epochs) for epochs in (
+        plan.epochs, plan.plateau_epochs, plan.paper_epochs)]
     text = '\n'.join(report.paper_schedule_text(
         plan, results, str(tmp_path), '.', 0.01))
     assert '8 of 8 runs on the paper\'s schedule and 3 of 3' in text
