@@ -26,6 +26,7 @@ import chainer
 import numpy
 
 from communicators import half_conversion
+from communicators import segmented
 
 #: float16's largest finite value.
 FLOAT16_MAX = 65504.
@@ -36,21 +37,10 @@ _FLOAT16_MAGNITUDE = numpy.uint16(0x7fff)
 _FLOAT16_INF = numpy.uint16(0x7c00)
 
 
-def _cuda_max_abs():
-    from chainer.backends import cuda
-    return cuda.reduce(
-        'T x', 'float32 m', 'isfinite((float) x) ? fabsf((float) x) : '
-        '__int_as_float(0x7f800000)', 'max(a, b)', 'm = a', '0',
-        'max_abs_or_inf')
-
-
 def max_abs(g):
-    """The largest magnitude of the array ``g`` (NumPy or CuPy, float16 or
-    float32) as a float32 scalar array, inf when ``g`` holds inf or NaN (so
-    that a MAX all-reduce of maxima keeps a non-finite one)."""
-    xp = chainer.backend.get_array_module(g)
-    if xp is not numpy:
-        return _cuda_max_abs()(g)
+    """The largest magnitude of the NumPy array ``g`` (float16 or float32)
+    as a float32 scalar, inf when ``g`` holds inf or NaN (so that a MAX
+    all-reduce of maxima keeps a non-finite one)."""
     if g.dtype == numpy.float16:
         if g.size == 0:
             return numpy.float32(0)
@@ -63,13 +53,12 @@ def max_abs(g):
 
 def maxima(grads):
     """float32 array of :func:`max_abs` of each of ``grads`` (all on one
-    device)."""
+    device; on a GPU one kernel over all of them)."""
     if not grads:
         return numpy.zeros(0, numpy.float32)
-    xp = chainer.backend.get_array_module(grads[0])
-    if xp is numpy:
+    if chainer.backend.get_array_module(grads[0]) is numpy:
         return numpy.array([max_abs(g) for g in grads], numpy.float32)
-    return xp.stack([max_abs(g) for g in grads])
+    return segmented.max_abs(grads)
 
 
 def scales(peaks, summands):
@@ -130,19 +119,24 @@ def round_as_worker(grads, summands):
     worker of its own sent it. The scale of a real worker follows the
     largest magnitude over all workers, which is at least this one's: the
     rounding is the same wherever the scaled value is a float16 normal, and
-    below that the flush threshold is at most the real one.
+    below that the flush threshold is at most the real one. On a GPU it is
+    one kernel over all the gradients (:mod:`communicators.segmented`),
+    with the same roundings.
     """
-    for g in grads:
-        if g is None:
-            continue
-        s = scales(maxima([g]), summands)
-        inv = (1. / s.astype(numpy.float64)).astype(numpy.float32)
-        xp = chainer.backend.get_array_module(g)
-        if xp is numpy and g.dtype == numpy.float32 and g.flags.c_contiguous:
+    grads = [g for g in grads if g is not None]
+    if not grads:
+        return
+    s = scales(maxima(grads), summands)
+    inv = inverses(s, 1)
+    if chainer.backend.get_array_module(grads[0]) is not numpy:
+        segmented.round_in_place(grads, s, inv)
+        return
+    for g, scale, inverse in zip(grads, s, inv):
+        if g.dtype == numpy.float32 and g.flags.c_contiguous:
             half = numpy.empty(g.shape, numpy.float16)
-            numpy.multiply(g, s[0], out=g)
+            numpy.multiply(g, scale, out=g)
             half_conversion.to_half(g, half)
-            half_conversion.to_float_scaled(half, g, inv[0])
+            half_conversion.to_float_scaled(half, g, inverse)
         else:
-            scaled = (g.astype(numpy.float32) * s[0]).astype(numpy.float16)
-            g[...] = scaled.astype(numpy.float32) * inv[0]
+            scaled = (g.astype(numpy.float32) * scale).astype(numpy.float16)
+            g[...] = scaled.astype(numpy.float32) * inverse

@@ -4,41 +4,24 @@ ChainerMN's own ``pure_nccl`` with ``allreduce_grad_dtype=float16`` casts
 first and divides by the number of workers after the sum, so a sum of large
 gradients can overflow float16. This one scales each parameter's gradient
 by the power of two of :mod:`communicators.half_scaling` (from an NCCL MAX
-all-reduce of each parameter's largest magnitude) and casts it in one
-kernel per parameter, sums in float16 with NCCL, counts non-finite
-elements, and unpacks multiplying by ``1 / (s p)``, again one kernel per
-parameter.
+all-reduce of each parameter's largest magnitude), packs and casts every
+gradient in one kernel, sums in float16 with NCCL, counts non-finite
+elements, and unpacks multiplying by ``1 / (s p)`` in one kernel: the
+kernels of :mod:`communicators.segmented`, over a table of the gradients,
+so the launches per update do not grow with the number of parameters.
 """
 import numpy
 
 from chainer.backends import cuda
 from chainermn.communicators.pure_nccl_communicator import \
     PureNcclCommunicator
-from chainermn import nccl
 
 from communicators import half_scaling
+from communicators import segmented
 from communicators.gradients import named_gradients
 from errors import NonFiniteGradientError
 
 _FLOAT16 = numpy.dtype(numpy.float16)
-
-
-def _scale_to_half():
-    return cuda.elementwise(
-        'T g, raw float32 scales, int32 i', 'float16 h',
-        'h = (float) g * scales[i]', 'scale_to_half')
-
-
-def _unscale():
-    return cuda.elementwise(
-        'float16 h, raw float32 inverses, int32 i', 'T g',
-        'g = (T) ((float) h * inverses[i])', 'unscale_from_half')
-
-
-def _count_non_finite():
-    return cuda.reduce(
-        'float16 h', 'int64 n', 'isfinite((float) h) ? 0 : 1', 'a + b',
-        'n = a', '0', 'count_non_finite')
 
 
 class PureNcclFp16Communicator(PureNcclCommunicator):
@@ -59,6 +42,9 @@ class PureNcclFp16Communicator(PureNcclCommunicator):
         self.set_config('allreduce_grad_dtype', _FLOAT16)
 
     def _multi_node_mean_grad_async(self, model, zero_fill, stream):
+        # ChainerMN's chainermn.nccl re-exports only part of CuPy's names
+        # (no NCCL_MAX); CuPy's module has them all.
+        from cupy.cuda import nccl
         self._init_comms()
         named = named_gradients(model, zero_fill)
         grads = [param.grad for _, param in named]
@@ -68,27 +54,21 @@ class PureNcclFp16Communicator(PureNcclCommunicator):
         self.gpu_buffer_b.assign(n * _FLOAT16.itemsize)
         half = self.gpu_buffer_b.array(n, dtype=_FLOAT16)
         with stream:
-            peaks = half_scaling.maxima(grads)
+            peaks = segmented.max_abs(grads)
             self.nccl_comm.allReduce(peaks.data.ptr, peaks.data.ptr,
                                      peaks.size, nccl.NCCL_FLOAT32,
                                      nccl.NCCL_MAX, stream.ptr)
             scales = half_scaling.scales(peaks, self.size)
             inverses = half_scaling.inverses(scales, self.size)
-            parts, offset = [], 0
-            for i, g in enumerate(grads):
-                part = half[offset:offset + g.size].reshape(g.shape)
-                _scale_to_half()(g, scales, numpy.int32(i), part)
-                parts.append(part)
-                offset += g.size
+            segmented.scale_pack(grads, scales, half)
             self.nccl_comm.allReduce(half.data.ptr, half.data.ptr, n,
                                      nccl.NCCL_FLOAT16, nccl.NCCL_SUM,
                                      stream.ptr)
-            count = _count_non_finite()(half)
+            count = segmented.count_non_finite(half)
         stream.synchronize()
         count = int(count)
         if count:
             first = int(cuda.cupy.argmax(~cuda.cupy.isfinite(half)))
             raise NonFiniteGradientError.at(count, first, named)
         with stream:
-            for i, (g, part) in enumerate(zip(grads, parts)):
-                _unscale()(part, inverses, numpy.int32(i), g)
+            segmented.unpack(half, inverses, grads)

@@ -12,7 +12,8 @@ class Plan(collections.namedtuple('Plan', [
         'train_per_class', 'val_per_class', 'b_ref', 'bn_batch', 'k',
         'sweep_ks', 'epochs', 'width', 'crop_size', 'seeds', 'sweep_seeds',
         'lrs', 'lr_epochs', 'plateau_epochs', 'paper_epochs',
-        'paper_val_interval', 'paper_runs'])):
+        'paper_val_interval', 'paper_runs', 'paper_ablation_runs',
+        'paper_fp16_runs'], defaults=((), ()))):
     """The size of a study.
 
     ``train_per_class`` x 10 training and ``val_per_class`` x 10 test
@@ -24,7 +25,8 @@ class Plan(collections.namedtuple('Plan', [
     epochs of the plateau runs (:func:`plateau_runs`); the epochs of the
     runs on the paper's own schedule, their epochs between validations and
     their ``(configuration, seed)`` in the order they train
-    (:func:`paper_schedule_runs`).
+    (:func:`paper_schedule_runs`); RQ2's runs on that schedule, the
+    ablations and the fp16 pair (:func:`paper_rq2_runs`).
     """
 
     @property
@@ -41,7 +43,18 @@ class Plan(collections.namedtuple('Plan', [
 PAPER_SCHEDULE_RUNS = (('akiba2017', 0), ('reference', 0),
                        ('akiba2017-zero-init', 0), ('goyal2017', 0),
                        ('reference-zero-init', 0), ('you2017', 0),
-                       ('akiba2017', 1), ('akiba2017', 2))
+                       ('akiba2017', 1), ('akiba2017', 2), ('reference', 1))
+
+#: RQ2 on the paper's schedule: each of akiba2017's techniques removed, and
+#: plain linear scaling, read against akiba2017's seeds of
+#: ``PAPER_SCHEDULE_RUNS`` (the same trainer).
+PAPER_ABLATION_RUNS = (('no-rmsprop-warmup', 0), ('no-slow-start', 0),
+                       ('no-final-batch-bn', 0), ('sgd', 0))
+
+#: RQ2's fp16 pair on the paper's schedule, trained as the fp16 rerun is
+#: (every virtual worker's gradient rounded): akiba2017 with the float16
+#: all-reduce and without it.
+PAPER_FP16_RUNS = (('akiba2017', 0), ('no-fp16-allreduce', 0))
 
 
 #: The study: B_ref 12, B = 128 x 12 = 1,536 (2.56% of 60,000, 39 updates
@@ -50,13 +63,17 @@ FULL = Plan(train_per_class=6000, val_per_class=1000, b_ref=12, bn_batch=32,
             k=128, sweep_ks=(8, 32), epochs=7, width=0.125, crop_size=32,
             seeds=3, sweep_seeds=2, lrs=(0.005, 0.01, 0.02, 0.04, 0.08),
             lr_epochs=2, plateau_epochs=21, paper_epochs=90,
-            paper_val_interval=2, paper_runs=PAPER_SCHEDULE_RUNS)
+            paper_val_interval=2, paper_runs=PAPER_SCHEDULE_RUNS,
+            paper_ablation_runs=PAPER_ABLATION_RUNS,
+            paper_fp16_runs=PAPER_FP16_RUNS)
 #: A few iterations of every run on a tiny subset.
 QUICK = Plan(train_per_class=8, val_per_class=2, b_ref=2, bn_batch=4, k=4,
              sweep_ks=(2,), epochs=1, width=0.125, crop_size=32, seeds=1,
              sweep_seeds=1, lrs=(0.01, 0.02), lr_epochs=1, plateau_epochs=2,
              paper_epochs=3, paper_val_interval=1,
-             paper_runs=(('akiba2017', 0), ('reference', 0)))
+             paper_runs=(('akiba2017', 0), ('reference', 0)),
+             paper_ablation_runs=(('no-slow-start', 0),),
+             paper_fp16_runs=PAPER_FP16_RUNS)
 
 
 class Config(collections.namedtuple('Config', [
@@ -154,7 +171,7 @@ def ablated(config):
 #: the study's seed 0); the first three lay every schedule out on the
 #: run's epochs (the compressed study).
 STAGES = ('lr-sweep', 'study', 'plateau', 'fp16-rerun', 'handover',
-          'paper-schedule')
+          'paper-schedule', 'paper-ablation', 'paper-fp16')
 COMPRESSED_STAGES = STAGES[:3]
 
 
@@ -237,19 +254,32 @@ def fp16_rerun_runs(plan, lr_ref):
     return runs
 
 
-def paper_schedule_runs(plan, lr_ref):
-    """The plan's ``paper_runs`` for ``paper_epochs`` with the paper's epochs
-    unscaled: the RMSprop-to-SGD slide (epochs 10 to 12.5) lasts about 98
-    updates at k = 128, not 7.6 as in the study's 7 epochs."""
+def paper_schedule_runs(plan, lr_ref, pairs=None, stage='paper-schedule',
+                        tag=''):
+    """The plan's ``paper_runs`` (or ``pairs``) for ``paper_epochs`` with
+    the paper's epochs unscaled: the RMSprop-to-SGD slide (epochs 10 to
+    12.5) lasts about 98 updates at k = 128, not 7.6 as in the study's 7
+    epochs."""
     runs = []
-    for name, seed in plan.paper_runs:
+    for name, seed in plan.paper_runs if pairs is None else pairs:
         config = CONFIG[name]
         k = config.k(plan)
-        runs.append(Run(run_name(config, k, seed, 'paper{}-'.format(
-            plan.paper_epochs)), config, k, seed, lr_ref * k,
-            plan.paper_epochs, 'paper-schedule', plan.paper_val_interval,
+        runs.append(Run(run_name(config, k, seed, 'paper{}{}-'.format(
+            plan.paper_epochs, tag)), config, k, seed, lr_ref * k,
+            plan.paper_epochs, stage, plan.paper_val_interval,
             scaled=False))
     return runs
+
+
+def paper_rq2_runs(plan, lr_ref):
+    """RQ2 on the paper's schedule: the ablations (stage
+    ``paper-ablation``, trained as ``paper_runs`` are), then the fp16 pair
+    (stage ``paper-fp16``, ``NAME-k128-paper90fp16-seedS``, trained as the
+    fp16 rerun is)."""
+    return (paper_schedule_runs(plan, lr_ref, plan.paper_ablation_runs,
+                                'paper-ablation') +
+            paper_schedule_runs(plan, lr_ref, plan.paper_fp16_runs,
+                                'paper-fp16', 'fp16'))
 
 
 #: Where the handover runs stop, in the paper's epochs: 2.5 past the end of

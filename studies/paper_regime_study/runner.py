@@ -12,6 +12,7 @@ import sys
 import time
 
 from studies.paper_regime_study.regime import fp16_rerun_runs
+from studies.paper_regime_study.regime import paper_rq2_runs
 from studies.paper_regime_study.regime import paper_stage_runs
 from studies.paper_regime_study.regime import peak_lr
 from studies.paper_regime_study.regime import STAGES
@@ -250,8 +251,9 @@ def _comparable(plan, other):
     order only schedules them, and their seeds are more or fewer seeds)."""
     mine = {k: v for k, v in plan.items() if k in other}
     mine.update(seeds=0, sweep_seeds=0)
-    if 'paper_runs' in mine:
-        mine['paper_runs'] = sorted({name for name, _ in mine['paper_runs']})
+    for field in ('paper_runs', 'paper_ablation_runs', 'paper_fp16_runs'):
+        if field in mine:
+            mine[field] = sorted({name for name, _ in mine[field]})
     return mine
 
 
@@ -268,10 +270,10 @@ def run_all(runs, plan, data, root, results, trainer, jobs, on_result):
 
 def runs_at(plan, lr_ref):
     """Every run after the lr sweep, in the order they train: the study
-    (with its plateau runs), the fp16 rerun, then the handover runs and the
-    runs on the paper's own schedule."""
+    (with its plateau runs), the fp16 rerun, then the handover runs, the
+    runs on the paper's own schedule and RQ2's runs on it."""
     return (study_runs(plan, lr_ref) + fp16_rerun_runs(plan, lr_ref) +
-            paper_stage_runs(plan, lr_ref))
+            paper_stage_runs(plan, lr_ref) + paper_rq2_runs(plan, lr_ref))
 
 
 def all_runs(plan, results):

@@ -1,0 +1,77 @@
+"""CUDA kernel source compiled as C++ and run on the host, on NumPy arrays.
+
+The prelude maps CUDA's built-ins to host code: each launch runs its grid's
+blocks one after another with one thread per block (``blockDim.x = 1``), so
+grid-stride loops, table look-ups, atomics and stores run as written, and a
+block's shared-memory reduction has a single value. float16 conversions are
+F16C's, which round to nearest even as the PTX ``cvt.rn`` does.
+"""
+import ctypes
+import os
+import subprocess
+
+import numpy
+
+PRELUDE = r'''
+#include <cmath>
+#include <cstring>
+#include <immintrin.h>
+#define SEGMENTED_ON_HOST 1
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static
+#define __syncthreads()
+struct Dim3 { unsigned x, y, z; };
+static Dim3 blockIdx, threadIdx, blockDim, gridDim;
+using std::isfinite;
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
+static inline int atomicMax(int *a, int v) { int o = *a; if (v > o) *a = v; return o; }
+static inline unsigned long long atomicAdd(unsigned long long *a,
+                                           unsigned long long v) {
+    unsigned long long o = *a; *a += v; return o;
+}
+static inline float to_float(unsigned short h) { return _cvtsh_ss(h); }
+static inline unsigned short to_half(float f) {
+    return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+}
+'''
+
+EPILOGUE = r'''
+extern "C" void set_launch(unsigned gx, unsigned gy, unsigned bx, unsigned by) {
+    gridDim.x = gx; gridDim.y = gy; gridDim.z = 1;
+    blockDim.x = 1; blockDim.y = 1; blockDim.z = 1;
+    threadIdx.x = threadIdx.y = threadIdx.z = 0;
+    blockIdx.x = bx; blockIdx.y = by; blockIdx.z = 0;
+}
+'''
+
+
+class HostKernels(object):
+    """The kernels of ``source`` as a shared library built in ``folder``."""
+
+    def __init__(self, source, folder):
+        path = os.path.join(str(folder), 'kernels')
+        with open(path + '.cpp', 'w') as f:
+            f.write(PRELUDE + source + EPILOGUE)
+        subprocess.run(['g++', '-O1', '-mf16c', '-ffp-contract=off',
+                        '-shared', '-fPIC', '-o', path + '.so',
+                        path + '.cpp'], check=True, capture_output=True)
+        self.library = ctypes.CDLL(path + '.so')
+
+    def launch(self, name, grid, args):
+        """Run kernel ``name`` over ``grid`` (a tuple of 1 or 2 block
+        counts); ``args``: NumPy arrays (passed by address) and NumPy
+        scalars (by value), as CuPy's RawKernel takes them."""
+        kernel = getattr(self.library, name)
+        kernel.restype = None
+        values = [ctypes.c_void_p(a.ctypes.data)
+                  if isinstance(a, numpy.ndarray)
+                  else numpy.ctypeslib.as_ctypes(numpy.array(a))
+                  for a in args]
+        gx, gy = (tuple(grid) + (1,))[:2]
+        for by in range(gy):
+            for bx in range(gx):
+                self.library.set_launch(gx, gy, bx, by)
+                kernel(*values)

@@ -1,0 +1,120 @@
+"""The segmented kernels of the GPU path, compiled as C++ and run on NumPy
+arrays through the module's own launch code (grids, tables, arguments),
+against the CPU path's results, bit for bit."""
+import numpy
+import pytest
+
+from communicators import half_scaling
+from communicators import segmented
+from host_kernels import HostKernels
+
+
+@pytest.fixture(scope='module')
+def host(tmp_path_factory):
+    return HostKernels(segmented.SOURCE, tmp_path_factory.mktemp('segmented'))
+
+
+@pytest.fixture
+def on_host(host, monkeypatch):
+    monkeypatch.setattr(segmented, 'launch', host.launch)
+
+
+def gradients(seed=0):
+    """A mix like ResNet-50's under mixed16: float16 weights of several
+    sizes and magnitudes, float32 normalization parameters, an empty array
+    and one larger than a grid-stride launch covers in one pass."""
+    rng = numpy.random.RandomState(seed)
+    shapes = [(3, 5), (0,), (64,), (7, 3, 3, 3), (1,), (segmented.THREADS *
+                                                        segmented.MAX_BLOCKS
+                                                        + 17,)]
+    dtypes = [numpy.float16, numpy.float32, numpy.float32, numpy.float16,
+              numpy.float16, numpy.float32]
+    scales = [1e-3, 1., 4e-6, 30., 1e-7, 2.]
+    return [(rng.standard_normal(shape) * scale).astype(dtype)
+            for shape, dtype, scale in zip(shapes, dtypes, scales)]
+
+
+def test_offsets_are_the_running_sizes():
+    arrays = gradients()
+    offsets = segmented.offsets(arrays)
+    assert offsets[0] == 0 and offsets.dtype == numpy.int64
+    assert list(numpy.diff(offsets)) == [a.size for a in arrays]
+
+
+def test_max_abs_is_the_cpu_path_s_per_array(on_host):
+    arrays = gradients()
+    arrays[3].flat[4] = numpy.nan
+    arrays[2][7] = -numpy.inf
+    got = segmented.max_abs(arrays)
+    want = numpy.array([half_scaling.max_abs(a) for a in arrays],
+                       numpy.float32)
+    numpy.testing.assert_array_equal(got, want)
+    assert numpy.isinf(got[2]) and numpy.isinf(got[3]) and got[1] == 0
+
+
+def packed_on_cpu(arrays, scales):
+    """What the mpi_fp16 communicator sends: g * s in float32, rounded to
+    float16, in the packed order."""
+    return numpy.concatenate([
+        (a.astype(numpy.float32) * s).astype(numpy.float16).ravel()
+        for a, s in zip(arrays, scales)])
+
+
+def test_scale_pack_then_unpack_is_the_cpu_path_s(on_host):
+    arrays = gradients(1)
+    peaks = half_scaling.maxima(arrays)
+    scales = half_scaling.scales(peaks, 4)
+    inverses = half_scaling.inverses(scales, 4)
+    packed = numpy.empty(sum(a.size for a in arrays), numpy.float16)
+    segmented.scale_pack(arrays, scales, packed)
+    want = packed_on_cpu(arrays, scales)
+    numpy.testing.assert_array_equal(packed.view(numpy.uint16),
+                                     want.view(numpy.uint16))
+    summed = (packed.astype(numpy.float32) * 3).astype(numpy.float16)
+    expected = [
+        (summed[a:b].astype(numpy.float32) * inv).astype(g.dtype).reshape(
+            g.shape) for g, a, b, inv in zip(
+                arrays, segmented.offsets(arrays)[:-1],
+                segmented.offsets(arrays)[1:], inverses)]
+    segmented.unpack(summed, inverses, arrays)
+    for got, want in zip(arrays, expected):
+        assert got.dtype == want.dtype
+        numpy.testing.assert_array_equal(got, want)
+
+
+def test_round_in_place_is_round_as_worker_s(on_host, monkeypatch):
+    arrays = gradients(2)
+    on_cpu = [a.copy() for a in arrays]
+    half_scaling.round_as_worker(on_cpu, 96)
+    peaks = half_scaling.maxima(arrays)
+    scales = half_scaling.scales(peaks, 96)
+    segmented.round_in_place(arrays, scales, half_scaling.inverses(scales, 1))
+    for got, want in zip(arrays, on_cpu):
+        numpy.testing.assert_array_equal(got, want)
+    assert any((a != b).any() for a, b in zip(arrays, gradients(2)))
+
+
+def test_accumulate_adds_into_float32_sums(on_host):
+    arrays = gradients(3)
+    sums = [numpy.random.RandomState(4).standard_normal(a.shape).astype(
+        numpy.float32) for a in arrays]
+    want = [s + a.astype(numpy.float32) for s, a in zip(sums, arrays)]
+    segmented.accumulate(arrays, sums)
+    for got, expected in zip(sums, want):
+        numpy.testing.assert_array_equal(got, expected)
+    with pytest.raises(ValueError):
+        segmented.accumulate(arrays, [s.astype(numpy.float16) for s in sums])
+
+
+def test_count_non_finite_counts_inf_and_nan(on_host):
+    packed = numpy.arange(segmented.THREADS * 5, dtype=numpy.float16)
+    assert int(segmented.count_non_finite(packed)) == 0
+    packed[[0, 3, 700, -1]] = [numpy.inf, -numpy.inf, numpy.nan, 65504]
+    assert int(segmented.count_non_finite(packed)) == 3
+
+
+def test_the_table_refuses_what_the_kernels_cannot_read():
+    with pytest.raises(ValueError, match='float16 or float32'):
+        segmented.table([numpy.zeros(3)])
+    with pytest.raises(ValueError, match='C-contiguous'):
+        segmented.table([numpy.zeros((4, 4), numpy.float32)[:, ::2]])
