@@ -13,6 +13,10 @@ and momentum SGD runs on ``lambda * (g + beta * w)``:
 here it is applied in the hook, so ``lr`` is the paper's global ``gamma``
 and parameters exempt from LARS (normalization scale and shift, biases, as
 in the MLPerf reference) take plain ``gamma * g`` steps with no decay.
+
+Like :mod:`optimizers.weight_decay`, the hook is an update rule's: under
+``chainer.mixed16`` it sees the float32 master copy and the gradient with
+the loss scale divided out.
 """
 import chainer
 from chainer import optimizer_hooks
@@ -20,7 +24,7 @@ from chainer import optimizer_hooks
 
 class LARS(optimizer_hooks.GradientLARS):
 
-    """Optimizer hook ``g = lambda * (g + beta * w)`` for each array not
+    """Update-rule hook ``g = lambda * (g + beta * w)`` for each array not
     exempt; ``lambda`` as in the module docstring, and 1 where ``||w||`` is
     not above ``threshold`` (e.g. zero-initialized arrays).
 
@@ -41,16 +45,15 @@ class LARS(optimizer_hooks.GradientLARS):
         self.trust_coefficient = trust_coefficient
         self.exempt = tuple(exempt)
 
-    def trust_ratio(self, xp, p, g, scale=1.0):
+    def trust_ratio(self, xp, p, g):
         """``lambda`` of the module docstring as a 0-d float64 array on
         ``p``'s device: nothing is read back to the host, so a GPU update
-        does not wait for each of ResNet-50's 161 arrays. ``g`` holds
-        ``scale`` times the gradient (loss scaling)."""
+        does not wait for each of ResNet-50's 161 arrays."""
         # float32 norms: a float16 sum of squares overflows
         p_norm = xp.linalg.norm(p.astype(xp.float32, copy=False)).astype(
             xp.float64)
         g_norm = xp.linalg.norm(g.astype(xp.float32, copy=False)).astype(
-            xp.float64) / scale
+            xp.float64)
         rate = self.trust_coefficient * p_norm / (
             g_norm + self.weight_decay * p_norm + self.eps)
         return xp.where(p_norm <= self.threshold, xp.float64(1.0), rate)
@@ -59,10 +62,8 @@ class LARS(optimizer_hooks.GradientLARS):
         p, g = param.array, param.grad
         if p is None or g is None or param.name in self.exempt:
             return
-        # Under loss scaling g holds loss_scale times the gradient.
-        scale = param._loss_scale or 1.0
         with chainer.using_device(param.device):
-            rate = self.trust_ratio(param.device.xp, p, g, scale)
+            rate = self.trust_ratio(param.device.xp, p, g)
             if self.weight_decay:
-                g += (self.weight_decay * scale) * p
+                g += self.weight_decay * p
             g *= rate.astype(g.dtype)

@@ -273,17 +273,25 @@ def add_hooks(optimizer, recipe, cpu_kernels=None):
     """Adds the LARS or weight-decay hook and, with mixed16, float32 master
     weights for the update; call it after ``optimizer.setup``.
     ``cpu_kernels`` (with ``weight_decay``) as in :func:`create_optimizer`.
+
+    The hook goes on every parameter's update rule, not on the optimizer:
+    Chainer calls a rule's hooks on what the rule updates (the float32
+    master under mixed16) after dividing the loss scale out, and an
+    optimizer's on the float16 parameter with the scaled gradient.
     """
     if recipe.dtype == 'mixed16':
         optimizer.use_fp32_update()
     exempt = WEIGHT_DECAY_EXEMPT[recipe.weight_decay_exempt]
     if recipe.lars:
-        optimizer.add_hook(LARS(recipe.lars_eta, recipe.weight_decay,
-                                exempt=exempt))
+        hook = LARS(recipe.lars_eta, recipe.weight_decay, exempt=exempt)
     elif recipe.weight_decay > 0:
-        optimizer.add_hook(WeightDecay(
+        hook = WeightDecay(
             recipe.weight_decay, exempt=exempt,
-            cpu_kernel=cpu_kernels.weight_decay if cpu_kernels else None))
+            cpu_kernel=cpu_kernels.weight_decay if cpu_kernels else None)
+    else:
+        return
+    for param in optimizer.target.params():
+        param.update_rule.add_hook(hook)
 
 
 def create_loss_scale(recipe):

@@ -13,6 +13,11 @@ sums are the same floats, at a fraction of the per-parameter cost.
 With a loss scale (mixed precision), every micro-batch's backward pass starts
 from the scale, the all-reduce averages the scaled gradients, and the update
 rules divide the scale out in float32 (Chainer's ``param._loss_scale``).
+Under ``chainer.mixed16`` the K micro-batches' float16 gradients are summed
+in float32 and divided by K once, after the sum, then stored in the
+parameters' dtype: dividing each float16 gradient by K first (as the
+float32 path does through ``loss / K``) would take log2 K bits off the loss
+scale's headroom below, and K float16 sums would round K times.
 
 With a float16 all-reduce, ``rounded_workers`` (p x K) rounds each
 micro-batch's gradient as a float16 worker's is rounded (times a power-of-two
@@ -20,9 +25,13 @@ scale, to float16 and back: :func:`communicators.half_scaling.round_as_worker`)
 before it joins the sum, so that K micro-batches on p processes meet the
 rounding of p x K workers, not of p.
 """
+import numpy
+
+import chainer
 from chainer import reporter
 from chainer import training
 
+from communicators import segmented
 from communicators.half_scaling import round_as_worker
 from errors import NonFiniteGradientError
 from optimizers import fp32_masters
@@ -68,26 +77,31 @@ class MicroBatchUpdater(training.updaters.StandardUpdater):
         optimizer = self._optimizers['main']
         model = optimizer.target
         model.cleargrads()
-        params = list(model.params()) if self.micro_batches > 1 else None
+        k = self.micro_batches
+        params = list(model.params()) if k > 1 else None
+        in_float32 = params is not None and any(
+            param.dtype == numpy.float16 for param in params)
         sums = None
         summary = reporter.DictSummary()
         scale = None if self.loss_scale is None else self.loss_scale.scale
-        for _ in range(self.micro_batches):
+        for _ in range(k):
             batch = iterator.next()
             in_arrays = self.converter(batch, self.device)
             observation = {}
             with reporter.report_scope(observation):
                 loss = model(*in_arrays)
             summary.add(observation)
-            (loss / self.micro_batches).backward(loss_scale=scale)
+            (loss if in_float32 else loss / k).backward(loss_scale=scale)
             del loss
-            if self.micro_batches > 1:
+            if k > 1:
                 if self.rounded_workers:
                     round_as_worker([param.grad for param in params],
                                     self.rounded_workers)
-                sums = _add_and_clear_grads(params, sums)
+                sums = _add_and_clear_grads(params, sums, in_float32)
         if sums is not None:
             for param, grad in zip(params, sums):
+                if in_float32 and grad is not None:
+                    grad = (grad / k).astype(param.dtype, copy=False)
                 param.grad = grad
         reporter.report(summary.compute_mean())
         try:
@@ -121,18 +135,32 @@ class MicroBatchUpdater(training.updaters.StandardUpdater):
                                    serializer['optimizer:' + name])
 
 
-def _add_and_clear_grads(params, sums):
+def _add_and_clear_grads(params, sums, in_float32=False):
     """Add each parameter's gradient into ``sums`` in place (``sums`` is
-    None at the first micro-batch: its gradients become the sums) and clear
-    it, so that the next backward pass writes a fresh gradient."""
+    None at the first micro-batch: its gradients become the sums, as
+    float32 copies with ``in_float32``) and clear it, so that the next
+    backward pass writes a fresh gradient. On a GPU the adds are one
+    kernel over all parameters (:func:`communicators.segmented.accumulate`).
+    """
+    def start(grad):
+        if grad is None or not in_float32:
+            return grad
+        return grad.astype(numpy.float32)
     if sums is None:
-        sums = [param.grad for param in params]
+        sums = [start(param.grad) for param in params]
     else:
+        pairs = []
         for i, param in enumerate(params):
             if sums[i] is None:
-                sums[i] = param.grad
+                sums[i] = start(param.grad)
             elif param.grad is not None:
-                sums[i] += param.grad
+                pairs.append((param.grad, sums[i]))
+        if pairs and chainer.backend.get_array_module(
+                pairs[0][0]) is not numpy:
+            segmented.accumulate([g for g, _ in pairs], [s for _, s in pairs])
+        else:
+            for grad, total in pairs:
+                total += grad
     for param in params:
         param.cleargrad()
     return sums

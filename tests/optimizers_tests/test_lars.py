@@ -68,17 +68,48 @@ def test_small_norm_arrays_take_plain_steps():
     numpy.testing.assert_array_equal(param.grad, numpy.full(5, 2.0))
 
 
-def test_lars_sees_the_true_gradient_under_loss_scaling():
-    w = numpy.random.RandomState(1).randn(50).astype(numpy.float32)
-    g = numpy.random.RandomState(2).randn(50).astype(numpy.float32)
+class Mixed16Net(chainer.Chain):
+    """A float16 weight and a float32 normalization scale, as
+    ``chainer.mixed16`` makes them."""
+
+    def __init__(self, w):
+        super(Mixed16Net, self).__init__()
+        with self.init_scope():
+            self.W = chainer.Parameter(w.astype(numpy.float16))
+            self.gamma = chainer.Parameter(numpy.ones(3, numpy.float32))
+
+
+@pytest.mark.parametrize('flags', [{}, {'lars': False}])
+def test_hooks_act_on_the_float32_master_with_the_loss_scale_out(flags):
+    """Under mixed16 with a loss scale the hook sees the float32 master
+    and the unscaled gradient: the update equals the float32 run's within
+    the float16 rounding of the gradient, and a decay that would overflow
+    float16 (rate x scale x w > 65504) stays finite."""
+    w = numpy.random.RandomState(1).uniform(50, 60, 40).astype(
+        numpy.float16).astype(numpy.float32)
+    g = numpy.random.RandomState(2).randn(40).astype(numpy.float32)
     results = []
-    for scale in (None, 1024.0):
-        param = chainer.Parameter(w.copy())
-        param.grad = g * (scale or 1)
-        param._loss_scale = scale
-        LARS(trust_coefficient=0.01, weight_decay=0.1)(None, param)
-        results.append(param.grad / (scale or 1))
-    numpy.testing.assert_allclose(results[0], results[1], rtol=1e-5)
+    for dtype, scale in ((numpy.float32, None), (numpy.float16, 1024.0)):
+        recipe = recipes.resolve('you2017', 90, weight_decay=2.0, **flags)
+        net = Mixed16Net(w)
+        if dtype == numpy.float32:
+            net.W.array = w.copy()
+        optimizer = recipes.create_optimizer(recipe)
+        optimizer.setup(net)
+        if dtype == numpy.float16:
+            optimizer.use_fp32_update()
+        recipes.add_hooks(optimizer, recipe)
+        optimizer.lr = 0.01
+        net.W.grad = (g * (scale or 1)).astype(dtype)
+        net.gamma.grad = numpy.full(3, scale or 1, numpy.float32)
+        for param in net.params():
+            param._loss_scale = scale
+        optimizer.update()
+        rule = net.W.update_rule
+        results.append(rule._fp32_param.array if dtype == numpy.float16
+                       else net.W.array)
+    assert numpy.isfinite(results[1]).all()
+    numpy.testing.assert_allclose(results[1], results[0], rtol=1e-4)
 
 
 @pytest.mark.parametrize('flags, hooks', [
@@ -89,9 +120,12 @@ def test_lars_sees_the_true_gradient_under_loss_scaling():
 def test_lars_replaces_the_weight_decay_hook(flags, hooks):
     recipe = recipes.resolve('you2017', 90, **flags)
     optimizer = recipes.create_optimizer(recipe)
-    optimizer.setup(Net())
+    net = Net()
+    optimizer.setup(net)
     recipes.add_hooks(optimizer, recipe)
-    assert list(optimizer._hookable._pre_update_hooks) == hooks
+    assert list(optimizer._hookable._pre_update_hooks) == []
+    for param in net.params():
+        assert list(param.update_rule._hookable._pre_update_hooks) == hooks
 
 
 class HostReadCounter(object):
@@ -126,7 +160,7 @@ def test_trust_ratio_stays_an_array_on_the_device():
     w = rng.randn(5, 4).astype(numpy.float32)
     g = rng.randn(5, 4).astype(numpy.float32)
     hook = LARS(trust_coefficient=0.001, weight_decay=1e-4)
-    rate = hook.trust_ratio(xp, w, 8 * g, scale=8.0)
+    rate = hook.trust_ratio(xp, w, g)
     assert xp.reads == 0
     assert isinstance(rate, numpy.ndarray) and rate.shape == ()
     norm_w = numpy.linalg.norm(w.astype(numpy.float64))

@@ -280,7 +280,7 @@ def test_handover_runs_stop_past_the_slide_and_log_every_update():
     assert order[:4] == [
         'akiba2017-k128-handover7-seed2', 'akiba2017-k128-handover21-seed2',
         'akiba2017-k128-paper90-seed0', 'akiba2017-k128-handover90-seed2']
-    assert len(set(order)) == len(order) == 11
+    assert len(set(order)) == len(order) == 3 + len(plan.paper_runs)
     quick = [r.name for r in regime.paper_stage_runs(regime.QUICK, 0.01)]
     assert len(set(quick)) == len(quick)
 
@@ -351,7 +351,7 @@ def test_the_paper_schedule_section_reads_gaps_and_the_handover(tmp_path):
     results += [handover_result(epochs) for epochs in (7, 90)]
     text = '\n'.join(report.paper_schedule_text(
         regime.FULL, results, str(tmp_path), '.', 0.01))
-    assert '3 of 8 runs on the paper\'s schedule and 2 of 3 handover runs' \
+    assert '3 of 9 runs on the paper\'s schedule and 2 of 3 handover runs' \
         in text
     # seed 1 has no reference run yet: only seed 0 is paired
     assert '| `akiba2017` | 128 | `reference` | 1 | -1.00 | - | -1.00 |' \
@@ -371,7 +371,7 @@ def test_the_paper_schedule_section_says_when_every_run_is_in(tmp_path):
         plan.epochs, plan.plateau_epochs, plan.paper_epochs)]
     text = '\n'.join(report.paper_schedule_text(
         plan, results, str(tmp_path), '.', 0.01))
-    assert '8 of 8 runs on the paper\'s schedule and 3 of 3' in text
+    assert '9 of 9 runs on the paper\'s schedule and 3 of 3' in text
     assert '0.0 h of training time (the trainer\'s clock) in these ' \
         'runs.' in text
 
@@ -433,4 +433,27 @@ def test_a_driver_trains_only_the_stages_it_is_given(tmp_path, monkeypatch):
     first, last = stages.index('fp16-rerun'), len(stages) - stages[
         ::-1].index('fp16-rerun')
     assert set(stages[:first]) == set(regime.COMPRESSED_STAGES)
-    assert set(stages[last:]) == {'handover', 'paper-schedule'}
+    assert set(stages[last:]) == {'handover', 'paper-schedule',
+                                  'paper-ablation', 'paper-fp16'}
+
+
+def test_rq2_runs_on_the_papers_schedule_are_their_own_stages():
+    plan = regime.FULL
+    runs = regime.paper_rq2_runs(plan, 0.01)
+    assert [r.name for r in runs] == [
+        'no-rmsprop-warmup-k128-paper90-seed0',
+        'no-slow-start-k128-paper90-seed0',
+        'no-final-batch-bn-k128-paper90-seed0', 'sgd-k128-paper90-seed0',
+        'akiba2017-k128-paper90fp16-seed0',
+        'no-fp16-allreduce-k128-paper90fp16-seed0']
+    assert [r.stage for r in runs] == ['paper-ablation'] * 4 + [
+        'paper-fp16'] * 2
+    for run in runs:
+        args = regime.train_args(run, plan, 'T', 'V', 'O')
+        assert '--scale-schedule' not in args
+        assert value_of(args, '--epoch') == '90'
+        assert ('--allreduce-dtype' in args) == (
+            run.config.name == 'no-fp16-allreduce')
+    others = {r.name for r in regime.paper_stage_runs(plan, 0.01)}
+    assert not others & {r.name for r in runs}
+    assert ('reference', 1) in plan.paper_runs
