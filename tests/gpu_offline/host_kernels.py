@@ -25,9 +25,15 @@ PRELUDE = r'''
 struct Dim3 { unsigned x, y, z; };
 static Dim3 blockIdx, threadIdx, blockDim, gridDim;
 using std::isfinite;
-static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
-static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
-static inline int atomicMax(int *a, int v) { int o = *a; if (v > o) *a = v; return o; }
+static inline float __int_as_float(int i) {
+    float f; memcpy(&f, &i, 4); return f;
+}
+static inline int __float_as_int(float f) {
+    int i; memcpy(&i, &f, 4); return i;
+}
+static inline int atomicMax(int *a, int v) {
+    int o = *a; if (v > o) *a = v; return o;
+}
 static inline unsigned long long atomicAdd(unsigned long long *a,
                                            unsigned long long v) {
     unsigned long long o = *a; *a += v; return o;
@@ -39,7 +45,8 @@ static inline unsigned short to_half(float f) {
 '''
 
 EPILOGUE = r'''
-extern "C" void set_launch(unsigned gx, unsigned gy, unsigned bx, unsigned by) {
+extern "C" void set_launch(unsigned gx, unsigned gy, unsigned bx,
+                           unsigned by) {
     gridDim.x = gx; gridDim.y = gy; gridDim.z = 1;
     blockDim.x = 1; blockDim.y = 1; blockDim.z = 1;
     threadIdx.x = threadIdx.y = threadIdx.z = 0;
