@@ -50,7 +50,7 @@ test-numpy1:
 		PYTEST_ARGS='$(addprefix --ignore=,$(DRIVER_TESTS))'
 
 clean:
-	rm -rf $(VENV) .venv-numpy1 result
+	rm -rf $(VENV) .venv-numpy1 .venv-gpu-offline .venv-gpu14-offline result
 
 # The CUDA 12 stack (docs/gpu.md) lives in its own venv, so that the CPU venv
 # carries no GPU wheels. `make test-gpu-stack` needs no GPU: it checks that
@@ -60,7 +60,7 @@ clean:
 VENV_GPU ?= .venv-gpu
 PY_GPU := $(VENV_GPU)/bin/python
 
-.PHONY: setup-gpu test-gpu-stack gpu-check
+.PHONY: setup-gpu test-gpu-stack gpu-check test-gpu-offline
 
 setup-gpu: $(VENV_GPU)/.installed
 
@@ -72,6 +72,21 @@ $(VENV_GPU)/.installed: setup.py constraints.txt
 
 test-gpu-stack: setup-gpu
 	$(PY_GPU) -m pytest -q -rs tests/gpu/test_gpu_stack.py
+
+# The GPU tier that needs no GPU (docs/gpu.md), on both CuPy lines, each in
+# its own venv: CuPy 13 with CUDA 12 (the gpu extra less cuDNN) and CuPy 14
+# with CUDA 13. Every kernel is built by CuPy and compiled by NVRTC, and
+# every name the GPU modules read is resolved; pip's cache keeps the wheels.
+GPU_OFFLINE := .venv-gpu-offline:gpu-offline .venv-gpu14-offline:gpu-cuda13
+test-gpu-offline:
+	set -e; for pair in $(GPU_OFFLINE); do venv=$${pair%%:*}; \
+	  test -x $$venv/bin/python || $(PYTHON) -m venv $$venv; \
+	  PIP_CONSTRAINT=$(CURDIR)/constraints.txt \
+	  PIP_BUILD_CONSTRAINT=$(CURDIR)/constraints.txt \
+	  $$venv/bin/python -m pip install -q -e ".[$${pair##*:},mpi,test]" \
+	    'numpy>=2'; \
+	  REQUIRE_CUPY=1 OMPI_MCA_btl=self $$venv/bin/python -m pytest -q -rs \
+	    -p no:cacheprovider tests/gpu_offline; done
 
 # TORCH=1 also installs PyTorch 2.3.1 (+1.4 GB) for the step's comparison.
 # OFFLINE=1 installs nothing and checks $(PYTHON) as it is (docs/gpu.md).

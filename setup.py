@@ -1,5 +1,15 @@
 from setuptools import Extension, find_packages, setup
 
+# CUDA 12.1's libraries for CuPy 13, at PyTorch 2.3.1's pins, so that torch
+# can join the environment for benchmarks/gpu_step.py; cuda_stack preloads
+# them (docs/gpu.md).
+CUDA12 = ['cupy-cuda12x>=13,<14',
+          'nvidia-cuda-runtime-cu12==12.1.105',
+          'nvidia-cuda-nvrtc-cu12==12.1.105',
+          'nvidia-cublas-cu12==12.1.3.1',
+          'nvidia-curand-cu12==10.3.2.106',
+          'nvidia-nccl-cu12==2.20.5']
+
 setup(
     name='chainer-largebatch-resnet50',
     version='0.1.0',
@@ -56,16 +66,11 @@ setup(
         # The recommended GPU stack: CUDA 12.1 with cuDNN 8.9 and NCCL 2.20.
         # CuPy 13 is the last line with cuDNN (14 dropped it) and links
         # libcudnn.so.8; its wheels take NumPy 1.22 to 2.5 and Python 3.9 to
-        # 3.13. The nvidia-* pins are PyTorch 2.3.1's, so torch can join
-        # this environment for benchmarks/gpu_step.py. cuda_stack preloads
-        # them (docs/gpu.md).
-        'gpu': ['cupy-cuda12x>=13,<14',
-                'nvidia-cuda-runtime-cu12==12.1.105',
-                'nvidia-cuda-nvrtc-cu12==12.1.105',
-                'nvidia-cublas-cu12==12.1.3.1',
-                'nvidia-curand-cu12==10.3.2.106',
-                'nvidia-cudnn-cu12==8.9.2.26',
-                'nvidia-nccl-cu12==2.20.5'],
+        # 3.13.
+        'gpu': CUDA12 + ['nvidia-cudnn-cu12==8.9.2.26'],
+        # The same stack without cuDNN (700 MB): what the GPU tier that
+        # needs no GPU (make test-gpu-offline) builds and compiles with.
+        'gpu-offline': CUDA12,
         # For machines that have only CuPy 14 and CUDA 13: CuPy 14 has no
         # cuDNN, so Chainer runs convolutions and BN without it (the
         # trainer needs --allow-no-cudnn), and it needs NumPy 2. CuPy 14

@@ -27,6 +27,7 @@ readings of the averaged variance:
 import numpy
 
 import chainer
+from chainer.backends import cuda
 from chainer import configuration
 import chainer.functions as F
 from chainer import initializers
@@ -36,6 +37,24 @@ from models import chainer_layers
 
 
 VARIANCES = ('mean', 'union')
+
+#: ``cuda.elementwise`` arguments of :meth:`FinalBatchNormalization._keep`
+#: on a GPU: the variance's correction and the fold of the three kept
+#: arrays in one kernel per layer, with NumPy's float32 operations in
+#: NumPy's order.
+KEEP_KERNEL = (
+    'T mean, T var, T correction, T count',
+    'T kept_mean, T kept_var, T kept_sq',
+    '''T v = var * correction;
+       T sq = mean * mean;
+       if (count == 1) {
+           kept_mean = mean; kept_var = v; kept_sq = sq;
+       } else {
+           kept_mean += (mean - kept_mean) / count;
+           kept_var += (v - kept_var) / count;
+           kept_sq += (sq - kept_sq) / count;
+       }''',
+    'final_batch_statistics_keep')
 
 
 class FinalBatchNormalization(chainer.Link):
@@ -123,14 +142,21 @@ class FinalBatchNormalization(chainer.Link):
             running_var=var, decay=0., **fused)
         if not configuration.config.in_recomputing:
             m = x.size // self.gamma.size
-            var *= max(m - 1., 1.) / m  # undo the unbiased correction
-            self._keep(mean, var)
+            self._keep(mean, var, max(m - 1., 1.) / m)
         return y
 
-    def _keep(self, mean, var):
-        """Fold one batch into the running average of the current window."""
+    def _keep(self, mean, var, correction):
+        """Fold one batch into the running average of the current window;
+        ``var * correction`` undoes the unbiased correction."""
         self.calls_in_window = self.calls_in_window % self.micro_batches + 1
         c = self.calls_in_window
+        if self.xp is not numpy:
+            dtype = mean.dtype.type
+            cuda.elementwise(*KEEP_KERNEL)(
+                mean, var, dtype(correction), dtype(c),
+                *self.kept_statistics)
+            return
+        var *= correction
         for kept, new in zip(self.kept_statistics, (mean, var, mean * mean)):
             if c == 1:
                 kept[...] = new

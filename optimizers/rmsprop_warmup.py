@@ -40,6 +40,22 @@ def _eps_in_dtype(hyperparam, dtype):
     return eps
 
 
+#: ``cuda.elementwise`` arguments of the update on a GPU: NumPy's operations
+#: of :func:`rmsprop_warmup_numpy` in NumPy's order, ``1 - mu2`` rounded
+#: from float64 as NumPy rounds it.
+RMSPROP_WARMUP_KERNEL = (
+    'T grad, T lr, T mu1, T mu2, T one_minus_mu2, T eps, T alpha_sgd, '
+    'T alpha_rmsprop',
+    'T param, T m, T delta',
+    '''m = m * mu2 + grad * grad * one_minus_mu2;
+       T step = alpha_rmsprop != 0
+           ? (alpha_rmsprop / (sqrt(m) + eps) + alpha_sgd) * grad
+           : grad * alpha_sgd;
+       delta = delta * mu1 - step;
+       param += delta * lr;''',
+    'rmsprop_warmup')
+
+
 def rmsprop_warmup_numpy(theta, g, m, delta, lr, mu1, mu2, eps,
                          alpha_sgd, alpha_rmsprop):
     """The update in place, in NumPy's float arithmetic."""
@@ -108,18 +124,12 @@ class RMSpropWarmupRule(optimizer.UpdateRule):
         if grad is None:
             return
         hp = self.hyperparam
-        eps = _eps_in_dtype(hp, grad.dtype)
-        kernel = cuda.elementwise(
-            'T grad, T lr, T mu1, T mu2, T eps, T alpha_sgd, T alpha_rmsprop',
-            'T param, T m, T delta',
-            '''m = mu2 * m + (1 - mu2) * grad * grad;
-               delta = mu1 * delta
-                       - (alpha_sgd + alpha_rmsprop / (sqrt(m) + eps)) * grad;
-               param += lr * delta;''',
-            'rmsprop_warmup')
-        kernel(grad, hp.lr, hp.mu1, hp.mu2, eps, hp.alpha_sgd,
-               hp.alpha_rmsprop, param.array, self.state['m'],
-               self.state['delta'])
+        t = grad.dtype.type
+        cuda.elementwise(*RMSPROP_WARMUP_KERNEL)(
+            grad, t(hp.lr), t(hp.mu1), t(hp.mu2), t(1 - hp.mu2),
+            _eps_in_dtype(hp, grad.dtype), t(hp.alpha_sgd),
+            t(hp.alpha_rmsprop), param.array, self.state['m'],
+            self.state['delta'])
 
 
 class RMSpropWarmup(optimizer.GradientMethod):

@@ -22,9 +22,8 @@ NORMALIZATION_PARAMS = ('gamma', 'beta')
 BIAS_PARAMS = ('b',)
 
 
-def _cuda_weight_decay():
-    return cuda.elementwise('T p, T rate', 'T g', 'g += rate * p',
-                            'weight_decay')
+#: ``cuda.elementwise`` arguments of the decay on a GPU.
+WEIGHT_DECAY_KERNEL = ('T p, T rate', 'T g', 'g += rate * p', 'weight_decay')
 
 
 class WeightDecay(optimizer_hooks.WeightDecay):
@@ -56,4 +55,5 @@ class WeightDecay(optimizer_hooks.WeightDecay):
                 self.cpu_kernel(g, theta, self.rate)
             return
         with chainer.using_device(param.device):
-            _cuda_weight_decay()(theta, g.dtype.type(self.rate), g)
+            cuda.elementwise(*WEIGHT_DECAY_KERNEL)(
+                theta, g.dtype.type(self.rate), g)

@@ -82,3 +82,70 @@ class HostKernels(object):
             for bx in range(gx):
                 self.library.set_launch(gx, gy, bx, by)
                 kernel(*values)
+
+
+def parameters(spec):
+    """``(type, name, is_output)`` of an ElementwiseKernel's arguments
+    (``cuda.elementwise``'s in_params, out_params, operation, name)."""
+    result = []
+    for params, output in ((spec[0], False), (spec[1], True)):
+        for param in params.split(','):
+            words = param.split()
+            if 'raw' in words:
+                raise ValueError('raw arguments are not emulated: ' + param)
+            result.append((words[-2], words[-1], output))
+    return result
+
+
+def elementwise_source(spec, ctype, device):
+    """C++ (``device`` False) or CUDA source of ElementwiseKernel ``spec``
+    with its type ``T`` as ``ctype``: element ``i`` of every argument bound
+    by reference, then the operation and a semicolon, as CuPy's generated
+    kernel has them.
+    The host function takes the element count and an array of pointers."""
+    head = '{} void {}('.format(
+        'extern "C" __global__' if device else 'extern "C"', spec[3])
+    lines = ['typedef {} T;'.format(ctype)]
+    types = {'T': 'T', 'float32': 'float', 'float64': 'double',
+             'int32': 'int', 'int64': 'long long'}
+    if device:
+        args = ', '.join('{}* _{}'.format(types[t], name)
+                         for t, name, _ in parameters(spec))
+        lines += [head + 'long long _n, ' + args + ') {',
+                  '  long long i = (long long)blockIdx.x * blockDim.x'
+                  ' + threadIdx.x;',
+                  '  if (i >= _n) return;']
+        pointer = '_{}[i]'
+    else:
+        lines += ['#include <cmath>', 'using std::sqrt;',
+                  head + 'long long _n, void **_args) {',
+                  '  for (long long i = 0; i < _n; ++i) {']
+        pointer = '(({}*)_args[{}])[i]'
+    for index, (t, name, output) in enumerate(parameters(spec)):
+        ref = (pointer.format(name) if device
+               else pointer.format(types[t], index))
+        lines.append('  {}{} &{} = {};'.format(
+            '' if output else 'const ', types[t], name, ref))
+    lines += ['  ' + spec[2] + ';'] + (['}'] if device else ['  }', '}'])
+    return '\n'.join(lines) + '\n'
+
+
+class HostElementwise(object):
+    """ElementwiseKernel ``spec`` with ``T = float``, built in ``folder``;
+    called with NumPy arrays of one size (scalars broadcast by the
+    caller), in the order of the kernel's arguments."""
+
+    def __init__(self, spec, folder):
+        path = os.path.join(str(folder), spec[3])
+        with open(path + '.cpp', 'w') as f:
+            f.write(elementwise_source(spec, 'float', device=False))
+        subprocess.run(['g++', '-O1', '-ffp-contract=off', '-shared',
+                        '-fPIC', '-o', path + '.so', path + '.cpp'],
+                       check=True, capture_output=True)
+        self.function = getattr(ctypes.CDLL(path + '.so'), spec[3])
+        self.function.restype = None
+
+    def __call__(self, *arrays):
+        pointers = (ctypes.c_void_p * len(arrays))(
+            *[a.ctypes.data for a in arrays])
+        self.function(ctypes.c_longlong(arrays[0].size), pointers)

@@ -1,0 +1,153 @@
+"""The GPU path against the installed CuPy, NCCL and ChainerMN, with no GPU:
+every kernel built by CuPy and compiled by NVRTC for the architectures the
+docs name, and every name the GPU modules read resolved.
+
+Runs where CuPy imports (``make test-gpu-offline``: CuPy 13 and CuPy 14
+venvs); elsewhere it is skipped, unless ``REQUIRE_CUPY=1`` makes a missing
+CuPy a failure.
+"""
+import ast
+import importlib
+import inspect
+import os
+
+import pytest
+
+import cuda_stack
+import kernels
+from host_kernels import elementwise_source
+
+cuda_stack.preload()
+try:
+    import cupy
+    from cupy_backends.cuda.libs import nvrtc
+except ImportError as e:  # the CPU venv
+    if os.environ.get('REQUIRE_CUPY') == '1':
+        raise
+    pytest.skip('no CuPy ({}): make test-gpu-offline runs these'.format(e),
+                allow_module_level=True)
+
+
+def compile_ptx(source, name, options):
+    """NVRTC's PTX of ``source``, or its log in the failure."""
+    program = nvrtc.createProgram(source, name + '.cu', [], [])
+    try:
+        try:
+            nvrtc.compileProgram(program, list(options))
+        except nvrtc.NVRTCError:
+            pytest.fail('{}: NVRTC failed with {}:\n{}'.format(
+                name, options, nvrtc.getProgramLog(program)))
+        ptx = nvrtc.getPTX(program)
+    finally:
+        nvrtc.destroyProgram(program)
+    return ptx.decode() if isinstance(ptx, bytes) else ptx
+
+
+@pytest.mark.parametrize('module, spec', kernels.elementwise())
+def test_cupy_builds_every_elementwise_kernel(module, spec):
+    kernel = cupy.ElementwiseKernel(*spec)
+    assert kernel.name == spec[3]
+
+
+@pytest.mark.parametrize('arch', kernels.ARCHITECTURES)
+def test_every_kernel_compiles_for_the_architectures(arch):
+    if arch not in nvrtc.getSupportedArchs():
+        # CUDA 13 (CuPy 14's) dropped Pascal and Volta; CUDA 12 has them
+        assert arch < 75 and nvrtc.getVersion()[0] >= 13, arch
+        pytest.skip('CUDA {}.{} has no compute_{} (docs/gpu.md)'.format(
+            *nvrtc.getVersion(), arch))
+    target = '--gpu-architecture=compute_{}'.format(arch)
+    for module, source, options, names in kernels.raw():
+        ptx = compile_ptx(source, module, tuple(options) + (target,))
+        for name in names:
+            assert '.entry {}('.format(name) in ptx, (module, name)
+    for module, spec in kernels.elementwise():
+        for ctype in ('float', 'double'):
+            ptx = compile_ptx(elementwise_source(spec, ctype, device=True),
+                              spec[3], (target,))
+            assert '.entry {}('.format(spec[3]) in ptx
+
+
+#: The packages whose names the GPU modules may read.
+ROOTS = ('cupy', 'cupy_backends', 'chainermn', 'chainer.backends.cuda')
+#: Names read only where cuDNN is loaded (under ``cuda.cudnn_enabled``):
+#: neither offline stack has cuDNN, and CuPy 14 has no cuDNN module.
+WITH_CUDNN_ONLY = ('chainer.backends.cuda.cuda.cudnn',)
+
+
+def imported_names(tree):
+    """``{local name: dotted module path}`` of every import in ``tree``
+    (at any depth: the GPU modules import CuPy inside functions)."""
+    names = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                names[alias.asname or alias.name.split('.')[0]] = (
+                    alias.name if alias.asname else alias.name.split('.')[0])
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                names[alias.asname or alias.name] = '{}.{}'.format(
+                    node.module, alias.name)
+    return names
+
+
+def dotted_reads(tree, names):
+    """Every ``a.b.c`` that starts at an imported name under ``ROOTS``."""
+    reads = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        parts = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if isinstance(node, ast.Name) and node.id in names:
+            path = names[node.id]
+            if path.startswith(ROOTS) or path.split('.')[0] in ROOTS:
+                reads.add('.'.join([path] + parts[::-1]))
+    for path in names.values():
+        if path.startswith(ROOTS):
+            reads.add(path)
+    return reads
+
+
+def resolve(path):
+    """Import the longest module prefix of ``path``, then getattr the
+    rest; AttributeError or ImportError where a name is missing."""
+    parts = path.split('.')
+    for cut in range(len(parts), 0, -1):
+        try:
+            value = importlib.import_module('.'.join(parts[:cut]))
+        except ImportError:
+            if cut == 1:
+                raise
+            continue
+        for part in parts[cut:]:
+            value = getattr(value, part)
+        return value
+
+
+@pytest.mark.parametrize('module', kernels.GPU_MODULES)
+def test_every_name_a_gpu_module_reads_exists(module):
+    tree = ast.parse(inspect.getsource(importlib.import_module(module)))
+    missing = []
+    for path in sorted(dotted_reads(tree, imported_names(tree))):
+        if path.startswith(WITH_CUDNN_ONLY):
+            continue
+        try:
+            resolve(path)
+        except (AttributeError, ImportError) as e:
+            missing.append('{} ({})'.format(path, e))
+    assert not missing, missing
+
+
+def test_the_communicator_has_what_the_all_reduce_uses():
+    from mpi4py import MPI
+    from communicators.pure_nccl_fp16_communicator import \
+        PureNcclFp16Communicator
+    comm = PureNcclFp16Communicator(MPI.COMM_SELF)
+    assert comm.nccl_comm is None and callable(comm._init_comms)
+    for name in ('assign', 'array', 'ptr'):
+        assert callable(getattr(comm.gpu_buffer_b, name))
+    for name in ('allReduce', 'bcast'):
+        assert callable(getattr(cupy.cuda.nccl.NcclCommunicator, name))
