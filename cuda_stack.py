@@ -21,17 +21,20 @@ stack that cannot train on a GPU into one line. A trainer calls them as::
         if comm.rank == 0:
             print(cuda_stack.stack_line(device.device.id))
 
-``python -m cuda_stack`` runs the check and prints the line of GPU 0. See
+``python -m cuda_stack [--allow-no-cudnn]`` runs the check and prints the
+line of GPU 0. See
 docs/gpu.md for the two stacks (the ``gpu`` extra: CuPy 13 with cuDNN; the
 ``gpu-cuda13`` extra: CuPy 14, which has no cuDNN) and the system-CUDA
 alternative.
 """
+import collections
 import ctypes
 import glob
 import importlib.util
 import importlib.metadata
 import os
 import re
+import socket
 import sys
 
 import chainer_compat
@@ -222,6 +225,52 @@ def check(allow_no_cudnn=False, need_nccl=True):
                     "pip install '{}'".format(wheel) if wheel else hint)))
 
 
+def visible_gpus():
+    """How many GPUs this process sees."""
+    import cupy
+    return cupy.cuda.runtime.getDeviceCount()
+
+
+def device_for(intra_rank, visible, requested=None):
+    """The GPU a process trains on: ``requested`` (``--device @cupy:N``),
+    or with None its intra-node rank's (``--gpu``), and GPU 0 where the
+    launcher left the process one GPU (Slurm's ``--gpus-per-task=1``).
+    :class:`~errors.InputError` when that GPU is not visible."""
+    device = requested
+    if device is None:
+        device = 0 if visible == 1 else intra_rank
+    if device >= visible:
+        raise InputError(
+            'GPU {} is not visible to this process ({} visible, '
+            'CUDA_VISIBLE_DEVICES={}); start one process per GPU, or one '
+            'per visible GPU'.format(
+                device, visible,
+                os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')))
+    return device
+
+
+def placement(device_id):
+    """``(host, PCI bus id)`` of GPU ``device_id``: the same GPU, whatever
+    ``CUDA_VISIBLE_DEVICES`` numbers it."""
+    import cupy
+    return socket.gethostname(), cupy.cuda.Device(device_id).pci_bus_id
+
+
+def check_not_shared(placements):
+    """:class:`~errors.InputError` when two ranks (``placements[rank]`` of
+    :func:`placement`) would train on one GPU."""
+    ranks = collections.defaultdict(list)
+    for rank, where in enumerate(placements):
+        ranks[tuple(where)].append(rank)
+    for (host, bus), sharing in sorted(ranks.items()):
+        if len(sharing) > 1:
+            raise InputError(
+                'ranks {} on {} would share one GPU ({}); use --gpu (a GPU '
+                'per intra-node rank) or start the ranks through '
+                'jobs/per_rank.sh'.format(
+                    ','.join(map(str, sharing)), host, bus))
+
+
 def _versions():
     """CUDA runtime, driver, cuDNN and NCCL versions as strings."""
     import cupy
@@ -282,7 +331,7 @@ def configure_cudnn(autotune=CUDNN_AUTOTUNE,
 def main():
     preload()
     try:
-        check()
+        check(allow_no_cudnn='--allow-no-cudnn' in sys.argv[1:])
     except InputError as e:
         print('cuda_stack: {}'.format(e), file=sys.stderr)
         sys.exit(2)

@@ -274,8 +274,18 @@ def train(args, recipe):
         comm = communicators.create_communicator(
             comm_name, args.allreduce_dtype, gpu=on_gpu)
     stop = signal_stop.SignalStop(comm)
-    device = chainer.get_device(
-        '@cupy:{}'.format(comm.intra_rank) if args.gpu else args.device)
+    device = args.device
+    if on_gpu:  # a visible GPU of its own for every process
+        with naming('--gpu' if args.gpu else '--device ' + args.device):
+            device_id = failures.agree(
+                comm, cuda_stack.device_for, comm.intra_rank,
+                cuda_stack.visible_gpus(),
+                None if args.gpu else int(args.device.split(':')[1]))
+            failures.agree(comm, cuda_stack.check_not_shared,
+                           comm.mpi_comm.allgather(
+                               cuda_stack.placement(device_id)))
+        device = '@cupy:{}'.format(device_id)
+    device = chainer.get_device(device)
     device.use()
     if on_gpu:
         cuda_stack.configure_cudnn(args.cudnn_autotune, args.cudnn_workspace)

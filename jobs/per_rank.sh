@@ -14,6 +14,10 @@
 #                 visible now (all of them if it is unset), --device @cupy:0;
 #                 for sites that forbid a process to touch other GPUs
 #   cpu           --device -1
+#
+# Where the launcher already left each process one GPU (Slurm's
+# --gpus-per-task=1 or --gpu-bind: CUDA_VISIBLE_DEVICES holds one id), both
+# GPU modes keep it and pass --device @cupy:0.
 set -euo pipefail
 
 usage="usage: $(basename "$0") cuda|cuda-visible|cpu COMMAND [ARGS...]"
@@ -29,12 +33,20 @@ if ! [[ $local_rank =~ ^[0-9]+$ ]]; then
     exit 2
 fi
 
+one_gpu_bound=0
+if [[ -n ${CUDA_VISIBLE_DEVICES:-} && $CUDA_VISIBLE_DEVICES != *,* ]]; then
+    one_gpu_bound=1
+fi
+
 case $mode in
     cuda)
         device=@cupy:$local_rank
+        ((one_gpu_bound)) && device=@cupy:0
         ;;
     cuda-visible)
-        if [[ -n ${CUDA_VISIBLE_DEVICES:-} ]]; then
+        if ((one_gpu_bound)); then
+            :
+        elif [[ -n ${CUDA_VISIBLE_DEVICES:-} ]]; then
             IFS=, read -r -a visible <<< "$CUDA_VISIBLE_DEVICES"
             if ((local_rank >= ${#visible[@]})); then
                 echo "$(basename "$0"): error: intra-node rank $local_rank" \

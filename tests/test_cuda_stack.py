@@ -259,3 +259,35 @@ def test_configure_cudnn_sets_autotune_and_the_workspace(monkeypatch):
     assert chainer.config.autotune is True
     assert cuda_stack.configure_cudnn(False, 0) == (False, 0)
     assert chainer.config.autotune is False
+
+
+@pytest.mark.parametrize('intra_rank, visible, requested, expected', [
+    (3, 8, None, 3),   # --gpu, every GPU of the node visible
+    (3, 1, None, 0),   # --gpu, the launcher bound one GPU per task
+    (0, 1, 0, 0),      # --device @cupy:0 through per_rank.sh
+    (1, 4, 2, 2),
+])
+def test_device_for_a_process(intra_rank, visible, requested, expected):
+    assert cuda_stack.device_for(intra_rank, visible, requested) == expected
+
+
+@pytest.mark.parametrize('intra_rank, visible, requested', [
+    (2, 2, None), (0, 2, 5)])
+def test_a_gpu_the_process_cannot_see_is_one_line(intra_rank, visible,
+                                                  requested, monkeypatch):
+    monkeypatch.setenv('CUDA_VISIBLE_DEVICES', '0,1')
+    with pytest.raises(InputError) as e:
+        cuda_stack.device_for(intra_rank, visible, requested)
+    assert str(e.value).startswith('GPU {} is not visible'.format(
+        requested if requested is not None else intra_rank))
+    assert '2 visible, CUDA_VISIBLE_DEVICES=0,1' in str(e.value)
+    assert '\n' not in str(e.value)
+
+
+def test_ranks_on_one_gpu_are_refused_with_their_node():
+    cuda_stack.check_not_shared([('a', '0000:1b:00.0'), ('a', '0000:1c:00.0'),
+                                 ('b', '0000:1b:00.0')])
+    with pytest.raises(InputError, match=r'^ranks 0,2 on a would share one '
+                       r'GPU \(0000:1b:00.0\); use --gpu'):
+        cuda_stack.check_not_shared([('a', '0000:1b:00.0'), ('b', 'x'),
+                                     ('a', '0000:1b:00.0')])

@@ -131,6 +131,13 @@ def test_per_rank_narrows_the_visible_gpus():
     assert code == 2 and 'only 2 GPUs visible' in err
 
 
+@pytest.mark.parametrize('mode', ['cuda', 'cuda-visible'])
+def test_per_rank_keeps_the_one_gpu_a_launcher_bound(mode):
+    show = ['bash', '-c', 'echo "$CUDA_VISIBLE_DEVICES $*"', '-']
+    assert per_rank(mode, *show, SLURM_LOCALID='3',
+                    CUDA_VISIBLE_DEVICES='6')[:2] == (0, '6 --device @cupy:0')
+
+
 def test_per_rank_bad_input():
     code, _, err = per_rank('gpu', 'echo')
     assert code == 2 and "unknown mode 'gpu'" in err
