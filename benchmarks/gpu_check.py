@@ -1,32 +1,39 @@
 #!/usr/bin/env python3
-"""The GPU check of ``make gpu-check``: install, stack line, tests, timing.
+"""The GPU check of ``make gpu-check``: install, stack line, kernels, step.
 
     python3 benchmarks/gpu_check.py [--venv .venv-gpu] [--torch]
         [--out result/gpu_check.json]
     python3 benchmarks/gpu_check.py --python PYTHON    (offline: installs
                                                          nothing)
 
-From a checkout on a GPU machine it runs, each part within its share of an
-8-minute budget (time a part leaves unused passes to the next):
+From a checkout on a GPU machine it runs these parts in order, so that what
+is most likely to fail fails first, each within its share of a 10-minute
+budget (time a part leaves unused passes to the next):
 
-    install    150 s  ``make setup-gpu``: the ``gpu`` extra into the venv
-                      (with ``--torch`` also PyTorch 2.3.1, whose CUDA
-                      wheels are the extra's pins: +150 s)
-    stack       30 s  ``python -m cuda_stack``: the check and the stack line
-    tests      150 s  ``pytest -m gpu tests/gpu``
-    benchmark  150 s  ``benchmarks/gpu_step.py``: ResNet-50, 224 px, batch
-                      32 and 128, float32 and mixed16, Chainer (and PyTorch)
-                      images/s
+    install        150 s  ``make setup-gpu`` (not offline; ``--torch``:
+                          also PyTorch 2.3.1, +150 s)
+    requirements    10 s  offline only: a line for each package it lacks
+    stack           30 s  ``python -m cuda_stack --allow-no-cudnn``
+    kernels         45 s  tests/gpu/test_kernels_gpu.py: every kernel run
+                          once on small float16 and float32 arrays against
+                          the CPU path
+    communicator    45 s  the float16 communicators' contract on 1 GPU (and
+                          2 where there are 2)
+    step 32        100 s  ``benchmarks/gpu_step.py``, batch 32, float32 and
+                          mixed16: images/s, the first step's seconds
+                          (compilation and autotuning) and the memory pool
+    tests          120 s  the other GPU tests (``pytest -m gpu``)
+    demo float32    60 s  20 updates of ``train_imagenet.py --demo --gpu
+    demo mixed16    60 s  --accumulate 2`` in each dtype
+    step 128       130 s  batch 128, and PyTorch where it imports
 
-With ``--python`` (``make gpu-check OFFLINE=1 PYTHON=python3``) it installs
-nothing and runs the parts in that interpreter: first ``requirements``
-(10 s), one line for each package that it lacks, then the others, the
-benchmark with 300 s. Where the stack line fails (no CuPy, no GPU) the GPU
-tests still run, and skip with the reason; the benchmark does not run. It
-writes what each part printed, took and returned, with the figures, to
-``--out``. Exit status 1 when a part failed. A part that runs past its
-deadline is ended with its whole process group (pytest's ``mpiexec`` jobs
-and their ranks included).
+CuPy's compiled kernels stay in ``result/cupy_kernel_cache`` (unless
+``CUPY_CACHE_DIR`` is set), so a second check compiles nothing. Where the
+stack line fails (no CuPy, no GPU) the GPU tests still run, and skip with
+the reason; nothing else does. The report (``--out``) has what each part
+printed, took and returned, with the figures. Exit status 1 when a part
+failed. A part that runs past its deadline is ended with its whole process
+group (pytest's ``mpiexec`` jobs and their ranks included).
 """
 import argparse
 import json
@@ -38,13 +45,44 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCH = 'torch==2.3.1'  # the PyTorch whose nvidia-* pins the gpu extra uses
-BUDGET = [('install', 150), ('stack', 30), ('tests', 150), ('benchmark', 150)]
-OFFLINE_BUDGET = [('requirements', 10), ('stack', 30), ('tests', 140),
-                  ('benchmark', 300)]
+INSTALL_SECONDS = 150
 TORCH_SECONDS = 150
-BENCHMARK = ['--size', '224', '--batchsizes', '32', '128',
-             '--dtypes', 'float32', 'mixed16', '--warmup', '3',
-             '--steps', '10']
+REQUIREMENTS_SECONDS = 10
+STACK_SECONDS = 30
+STEP = ['--size', '224', '--dtypes', 'float32', 'mixed16', '--warmup', '3',
+        '--steps', '10']
+FIRST_TESTS = ['tests/gpu/test_kernels_gpu.py',
+               'tests/gpu/test_pure_nccl_fp16_gpu.py']
+DEMO = ['train_imagenet.py', '--demo', '--gpu', '--accumulate', '2',
+        '--iterations', '20', '--allow-no-cudnn']
+
+
+def gpu_parts(python, figures):
+    """``(name, seconds, argv, figures file or None)`` of the parts after
+    the stack line, in order."""
+    pytest = [python, '-m', 'pytest', '-q', '-rs', '-p', 'no:cacheprovider']
+    step = [python, '-m', 'benchmarks.gpu_step'] + STEP
+    runs = os.path.join(os.path.dirname(figures), 'gpu_check_runs')
+    return [
+        ('kernels', 45, pytest + [FIRST_TESTS[0]], None),
+        ('communicator', 45, pytest + [FIRST_TESTS[1]], None),
+        ('step 32', 100, step + ['--batchsizes', '32', '--no-torch',
+                                 '--json', figures + '.32.json'],
+         figures + '.32.json'),
+        ('tests', 120, pytest + ['-m', 'gpu', 'tests/gpu'] + [
+            '--ignore=' + path for path in FIRST_TESTS], None),
+        ('demo float32', 60, [python] + DEMO + [
+            '--dtype', 'float32', '--out', os.path.join(
+                runs, time.strftime('%Y%m%d-%H%M%S-float32'))], None),
+        ('demo mixed16', 60, [python] + DEMO + [
+            '--dtype', 'mixed16', '--out', os.path.join(
+                runs, time.strftime('%Y%m%d-%H%M%S-mixed16'))], None),
+        ('step 128', 130, step + ['--batchsizes', '128', '--json',
+                                  figures + '.128.json'],
+         figures + '.128.json'),
+    ]
+
+
 WHEELS = ('pip install --no-index --find-links wheelhouse chainer==7.8.1 '
           'pillow matplotlib pytest (make wheels; docs/gpu.md)')
 # What the check imports: (module, what it is, how to get it); None: it
@@ -118,23 +156,26 @@ def check(venv, with_torch, figures_path, python=None):
     """Run the parts in order; return the report. ``python``: the
     interpreter to check as it is (offline), instead of ``venv``."""
     offline = python is not None
-    budget = OFFLINE_BUDGET if offline else BUDGET
+    python = python or os.path.join(venv, 'bin', 'python')
+    parts = gpu_parts(python, figures_path)
     report = {'started': time.strftime('%Y-%m-%d %H:%M:%S %Z'),
               'offline': offline,
-              'budget_s': sum(s for _, s in budget)
-              + (TORCH_SECONDS if with_torch and not offline else 0),
-              'parts': []}
-    caps = dict(budget)
+              'budget_s': (REQUIREMENTS_SECONDS if offline else
+                           INSTALL_SECONDS + (TORCH_SECONDS if with_torch
+                                              else 0))
+              + STACK_SECONDS + sum(part[1] for part in parts),
+              'parts': [], 'figures': {}}
+    os.environ.setdefault('CUPY_CACHE_DIR', os.path.join(
+        REPO, 'result', 'cupy_kernel_cache'))
     deadline = time.time()
     if offline:
-        deadline += caps['requirements']
+        deadline += REQUIREMENTS_SECONDS
         _, output = run('requirements', [python, '-c', PROBE.format(
             requirements=REQUIREMENTS)], deadline, report)
         report['missing'] = [line for line in output.splitlines()
                              if line.startswith(('missing:', 'without:'))]
     else:
-        python = os.path.join(venv, 'bin', 'python')
-        deadline += caps['install']
+        deadline += INSTALL_SECONDS
         ok, _ = run('install', ['make', '-s', 'setup-gpu',
                                 'VENV_GPU=' + venv], deadline, report)
         if ok and with_torch:
@@ -143,25 +184,20 @@ def check(venv, with_torch, figures_path, python=None):
                                           '-q', TORCH], deadline, report)
         if not ok:
             return report
-    deadline += caps['stack']
-    stack_ok, output = run('stack', [python, '-m', 'cuda_stack'], deadline,
-                           report)
+    deadline += STACK_SECONDS
+    stack_ok, output = run('stack', [python, '-m', 'cuda_stack',
+                                     '--allow-no-cudnn'], deadline, report)
     report['stack'] = output.strip().splitlines()[-1] if output else None
-    if not stack_ok and not offline:
-        return report
-    deadline += caps['tests']
-    _, output = run('tests', [python, '-m', 'pytest', '-q', '-rs', '-m', 'gpu',
-                              '-p', 'no:cacheprovider', 'tests/gpu'],
-                    deadline, report)
-    report['tests'] = _test_summary(output)
-    if not stack_ok:
-        return report
-    deadline += caps['benchmark']
-    ok, _ = run('benchmark', [python, '-m', 'benchmarks.gpu_step', '--json',
-                              figures_path] + BENCHMARK, deadline, report)
-    if ok:
-        with open(os.path.join(REPO, figures_path)) as f:
-            report['benchmark'] = json.load(f)
+    for name, seconds, argv, figures in parts:
+        if not stack_ok and name != 'tests':
+            continue
+        deadline += seconds
+        ok, output = run(name, argv, deadline, report)
+        if '-m' in argv and argv[argv.index('-m') + 1] == 'pytest':
+            report.setdefault('tests', {})[name] = _test_summary(output)
+        if ok and figures:
+            with open(os.path.join(REPO, figures)) as f:
+                report['figures'][name] = json.load(f)
     return report
 
 

@@ -15,6 +15,10 @@ the CPU), ``NonFiniteGradientGuard``, weight decay and the paper's optimizer
 data, with the learning rate at 0 as in benchmarks/train_step.py, so every
 step sees the same numbers. The GPU is synchronized after every step; the
 figure is the median images/s of the timed steps after the warm-up steps.
+The first step (CUDA's kernel compilation, or loading from CuPy's kernel
+cache, and cuDNN's autotuning) is timed apart, and the memory pool's
+reserved bytes after the steps (the pool keeps what it freed, so this is
+its peak) are reported with each row.
 Where PyTorch with CUDA is importable, the same network and update
 (:func:`benchmarks.train_step.torch_step`, float32, plain BN, no
 communicator) run on the same GPU in the same process, and the float32 rows
@@ -100,18 +104,17 @@ def chainer_step(device, comm, size, batchsize, recipe):
     return step, actual
 
 
-def images_per_s(step, synchronize, batchsize, warmup, steps):
-    """Median images/s over ``steps`` synchronized steps after ``warmup``."""
-    for _ in range(warmup):
-        step()
-    synchronize()
+def timed_steps(step, synchronize, batchsize, warmup, steps):
+    """``(median images/s over steps synchronized steps after warmup,
+    seconds of the first step)``; the first step is one of the warm-up
+    steps when there are any."""
     times = []
-    for _ in range(steps):
+    for _ in range(max(warmup, 1) + steps):
         start = time.perf_counter()
         step()
         synchronize()
         times.append(time.perf_counter() - start)
-    return batchsize / float(numpy.median(times))
+    return batchsize / float(numpy.median(times[-steps:])), times[0]
 
 
 def torch_device(device_id, no_torch):
@@ -156,22 +159,30 @@ def benchmark(args):
         for batchsize in args.batchsizes:
             step, optimizer = chainer_step(device, comm, args.size,
                                            batchsize, recipe)
-            row = {'dtype': dtype, 'batchsize': batchsize,
-                   'chainer': images_per_s(step, synchronize, batchsize,
-                                           args.warmup, args.steps)}
+            speed, first = timed_steps(step, synchronize, batchsize,
+                                       args.warmup, args.steps)
+            row = {'dtype': dtype, 'batchsize': batchsize, 'chainer': speed,
+                   'first_step_s': first}
+            if args.device >= 0:
+                row['memory_pool_mib'] = device.xp.get_default_memory_pool(
+                    ).total_bytes() / 2 ** 20
             del step
             if tdevice is not None and dtype == 'float32':
                 tstep = train_step.torch_step(args.size, batchsize, optimizer,
                                               recipe, tdevice)
                 tsync = (torch.cuda.synchronize if tdevice.type == 'cuda'
                          else (lambda: None))
-                row['pytorch'] = images_per_s(tstep, tsync, batchsize,
-                                              args.warmup, args.steps)
+                row['pytorch'] = timed_steps(tstep, tsync, batchsize,
+                                             args.warmup, args.steps)[0]
                 row['chainer/pytorch'] = row['chainer'] / row['pytorch']
                 del tstep
-            print('  {}x{} px, {:7s}, batch {:4d}: Chainer {:8.1f} images/s{}'
+            pool = ('' if 'memory_pool_mib' not in row else
+                    ', pool {:.0f} MiB'.format(row['memory_pool_mib']))
+            print('  {}x{} px, {:7s}, batch {:4d}: Chainer {:8.1f} images/s '
+                  '(first step {:.1f} s{}){}'
                   .format(args.size, args.size, dtype, batchsize,
-                          row['chainer'], '' if 'pytorch' not in row else
+                          row['chainer'], first, pool,
+                          '' if 'pytorch' not in row else
                           ', PyTorch {:8.1f} images/s, Chainer/PyTorch {:.2f}'
                           .format(row['pytorch'], row['chainer/pytorch'])))
             result['rows'].append(row)

@@ -66,18 +66,24 @@ def test_offline_probe_names_each_missing_package_in_one_line():
 
 
 def fake_parts(monkeypatch, figures, failing=()):
-    """Replace running a part by recording it and its deadline."""
+    """Replace running a part by recording it and its deadline; a step
+    part writes its figures."""
     calls = []
 
     def run(name, argv, deadline, report):
         calls.append((name, deadline))
-        if name == 'benchmark':
-            figures.write_text('{"rows": []}')
+        if name.startswith('step'):
+            with open(argv[argv.index('--json') + 1], 'w') as f:
+                f.write('{"rows": []}')
         ok = name not in failing
         report['parts'].append({'name': name, 'returncode': 0 if ok else 1})
         return ok, 'GPU X (sm_90), ...\n' if name == 'stack' else ''
     monkeypatch.setattr(gpu_check, 'run', run)
     return calls
+
+
+GPU_PARTS = ['kernels', 'communicator', 'step 32', 'tests', 'demo float32',
+             'demo mixed16', 'step 128']
 
 
 def test_parts_run_in_order_and_pass_on_unused_time(monkeypatch, tmp_path):
@@ -86,40 +92,43 @@ def test_parts_run_in_order_and_pass_on_unused_time(monkeypatch, tmp_path):
     start = time.time()
     report = gpu_check.check('.venv-gpu', True, str(figures))
     names = [name for name, _ in calls]
-    assert names == ['install', 'install torch', 'stack', 'tests',
-                     'benchmark']
-    budget = [150, 150, 30, 150, 150]
+    assert names == ['install', 'install torch', 'stack'] + GPU_PARTS
+    budget = [150, 150, 30, 45, 45, 100, 120, 60, 60, 130]
     for (_, deadline), total in zip(
-            calls, [sum(budget[:i + 1]) for i in range(5)]):
+            calls, [sum(budget[:i + 1]) for i in range(len(budget))]):
         assert abs(deadline - start - total) < 5
-    assert report['budget_s'] == 630 and report['stack'].startswith('GPU X')
-    assert report['benchmark'] == {'rows': []}
+    assert report['budget_s'] == sum(budget)
+    assert report['stack'].startswith('GPU X')
+    assert report['figures'] == {'step 32': {'rows': []},
+                                 'step 128': {'rows': []}}
 
 
-def test_no_gpu_stops_after_the_stack_line(monkeypatch, tmp_path):
-    calls = fake_parts(monkeypatch, tmp_path / 'figures.json',
-                       failing=('stack',))
-    report = gpu_check.check('.venv-gpu', False, str(tmp_path / 'x.json'))
-    assert [name for name, _ in calls] == ['install', 'stack']
-    assert report['budget_s'] == 480
+def test_the_kernels_come_before_the_step_and_the_demo_runs_both_dtypes():
+    parts = gpu_check.gpu_parts('py', 'result/gpu_step.json')
+    argv = dict((name, argv) for name, _, argv, _ in parts)
+    assert argv['kernels'][-1] == 'tests/gpu/test_kernels_gpu.py'
+    for dtype in ('float32', 'mixed16'):
+        demo = argv['demo ' + dtype]
+        assert demo[demo.index('--dtype') + 1] == dtype
+        assert '--gpu' in demo and '--allow-no-cudnn' in demo
+    assert '--no-torch' in argv['step 32']
+    assert '--no-torch' not in argv['step 128']
+    assert sum(seconds for _, seconds, _, _ in parts) + 30 + 10 == 600
 
 
-def test_offline_installs_nothing_and_runs_the_tests_without_a_gpu(
+def test_no_gpu_runs_only_the_tests_after_the_stack_line(
         monkeypatch, tmp_path):
     calls = fake_parts(monkeypatch, tmp_path / 'figures.json',
                        failing=('stack',))
-    report = gpu_check.check('.venv-gpu', True, str(tmp_path / 'x.json'),
-                             python='python3')
-    assert [name for name, _ in calls] == ['requirements', 'stack', 'tests']
-    assert report['offline'] and report['budget_s'] == 480
+    gpu_check.check('.venv-gpu', False, str(tmp_path / 'x.json'))
+    assert [name for name, _ in calls] == ['install', 'stack', 'tests']
 
 
-def test_offline_runs_the_benchmark_when_the_stack_passes(
-        monkeypatch, tmp_path):
+def test_offline_installs_nothing(monkeypatch, tmp_path):
     figures = tmp_path / 'figures.json'
     calls = fake_parts(monkeypatch, figures)
     report = gpu_check.check('.venv-gpu', False, str(figures),
                              python='python3')
     assert [name for name, _ in calls] == [
-        'requirements', 'stack', 'tests', 'benchmark']
-    assert report['benchmark'] == {'rows': []}
+        'requirements', 'stack'] + GPU_PARTS
+    assert report['offline'] and report['budget_s'] == 600
