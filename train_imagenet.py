@@ -335,18 +335,22 @@ def train(args, recipe):
         print('training images: {}  validation images: {}  classes: {}'
               .format(len(train_set), len(val_set), n_class))
 
-    # Set up the iterators
+    # Set up the iterators; on GPUs the images travel as uint8 and are
+    # normalized on the device (a per-pixel mean: on the host)
+    uint8_input = device.xp is not numpy and mean.ndim == 1
+    transform = datasets.TrainTransform(
+        args.crop_size, mean, args.resize, args.skip_bad_images,
+        args.decoder, args.resize_whole_image, uint8_input)
+    normalize = transform.normalize_batch if uint8_input else None
     train_iter = failures.agree(
         comm, datasets.GlobalOrderIterator, train_set, args.batchsize,
-        datasets.TrainTransform(
-            args.crop_size, mean, args.resize, args.skip_bad_images,
-            args.decoder, args.resize_whole_image),
-        rank=comm.rank, n_workers=comm.size, micro_batches=args.accumulate,
-        seed=args.seed, n_processes=args.loaderjob)
+        transform, rank=comm.rank, n_workers=comm.size,
+        micro_batches=args.accumulate, seed=args.seed,
+        n_processes=args.loaderjob)
     val_iter = datasets.validation_iterator(
         val_set, comm.rank, comm.size, datasets.ValTransform(
             args.crop_size, mean, args.resize, args.skip_bad_images,
-            args.decoder, args.resize_whole_image),
+            args.decoder, args.resize_whole_image, uint8_input),
         args.val_batchsize, args.loaderjob, limit=64 if args.test else None)
 
     # Set up the model
@@ -383,7 +387,7 @@ def train(args, recipe):
     # Set up the trainer
     loss_scale = recipes.create_loss_scale(recipe)
     updater = updaters.MicroBatchUpdater(
-        train_iter, optimizer, datasets.SkippingConverter(), device,
+        train_iter, optimizer, datasets.SkippingConverter(normalize), device,
         args.accumulate, args.on_non_finite, loss_scale,
         rounded_workers=(comm.size * args.accumulate
                          if args.allreduce_dtype == 'float16'
@@ -403,7 +407,7 @@ def train(args, recipe):
     trainer.extend(config, name='run_configuration')
     trainer.extend(stop, name='signal_stop')
     trainer.extend(extensions.DistributedEvaluator(
-        val_iter, model.predictor, comm, datasets.SkippingConverter(),
+        val_iter, model.predictor, comm, datasets.SkippingConverter(normalize),
         device), trigger=val_trigger)
     if args.bn_stats == 'final-batch':
         trainer.extend(extensions.SyncFinalBatchStatistics(

@@ -14,6 +14,7 @@ between the two).
 """
 import os
 
+import chainer
 import numpy
 
 from datasets.crop_window import crop_of_resized
@@ -64,13 +65,28 @@ def load_mean(path, resize):
     return mean.astype(numpy.float32)
 
 
+def scale_and_center(crops, scale, scaled_mean):
+    """``crops * scale - scaled_mean`` in float32 on the crops' device: one
+    scaling cast of the uint8 crops into a fresh float32 buffer and one
+    in-place subtraction, the same roundings on NumPy and CuPy."""
+    xp = chainer.backend.get_array_module(crops)
+    out = xp.empty(crops.shape, numpy.float32)
+    xp.multiply(crops, scale, out=out, dtype=numpy.float32)
+    out -= scaled_mean
+    return out
+
+
 class _CropTransform(object):
     """Args: ``decoder`` is ``'auto'`` (simplejpeg where installed) or
     ``'pillow'`` (:func:`datasets.decoding.choose_decoder`);
-    ``resize_whole_image`` resizes the whole image before cropping."""
+    ``resize_whole_image`` resizes the whole image before cropping;
+    ``uint8_output`` returns the uint8 crop, which the converter normalizes
+    on the device with :meth:`normalize_batch` (a quarter of the bytes
+    to send; per-channel means only)."""
 
     def __init__(self, crop_size, mean, resize=None, skip_bad_images=False,
-                 decoder='auto', resize_whole_image=False):
+                 decoder='auto', resize_whole_image=False,
+                 uint8_output=False):
         self.crop_size = crop_size
         self.skip_bad_images = skip_bad_images
         self.resize = resize or resize_for(crop_size)
@@ -83,6 +99,17 @@ class _CropTransform(object):
         self.mean = mean if mean.ndim == 3 else mean.reshape(3, 1, 1)
         self.scale = numpy.float32(1.0 / 255.0)
         self.scaled_mean = self.mean * self.scale
+        if uint8_output and self.mean.shape[1] != 1:
+            raise ParameterError('uint8_output', uint8_output,
+                                 'False with a per-pixel mean')
+        self.uint8_output = uint8_output
+
+    def normalize_batch(self, crops):
+        """A batch of :attr:`uint8_output` crops as the transform's float32
+        images, on the crops' device."""
+        xp = chainer.backend.get_array_module(crops)
+        return scale_and_center(crops, self.scale,
+                                xp.asarray(self.scaled_mean))
 
     def _load(self, path):
         """The resized square image, or None for an undecodable one when
@@ -113,13 +140,15 @@ class _CropTransform(object):
             raise
 
     def _normalize(self, crop, top, left, flip=False):
-        """``(crop - mean) / 255`` in CHW, as ``crop / 255 - mean / 255``.
+        """``(crop - mean) / 255`` in CHW, as ``crop / 255 - mean / 255``
+        (:func:`scale_and_center`), or the uint8 CHW crop with
+        ``uint8_output``.
 
-        One scaling cast of the uint8 crop into a fresh float32 buffer and
-        one in-place subtraction of the pre-scaled mean: about 3x cheaper
-        than a mixed-type subtraction, which NumPy casts through buffers.
-        ``(top, left)`` places the crop in the resized image, for a
-        per-pixel mean; a flip mirrors the crop with its window of the mean.
+        The scaling cast and the in-place subtraction of the pre-scaled mean
+        are about 3x cheaper than a mixed-type subtraction, which NumPy
+        casts through buffers. ``(top, left)`` places the crop in the
+        resized image, for a per-pixel mean; a flip mirrors the crop with
+        its window of the mean.
         """
         c = self.crop_size
         crop = crop.transpose(2, 0, 1)
@@ -128,10 +157,9 @@ class _CropTransform(object):
             mean = mean[:, top:top + c, left:left + c]
         if flip:
             crop, mean = crop[:, :, ::-1], mean[:, :, ::-1]
-        out = numpy.empty(crop.shape, numpy.float32)
-        numpy.multiply(crop, self.scale, out=out, dtype=numpy.float32)
-        out -= mean
-        return out
+        if self.uint8_output:
+            return numpy.ascontiguousarray(crop)
+        return scale_and_center(crop, self.scale, mean)
 
 
 class TrainTransform(_CropTransform):
