@@ -12,6 +12,7 @@ number of arrays:
     unpack        a_s[k] = h[o_s + k] * inverse_s
     round         a_s[k] = half(a_s[k] * scale_s) * inverse_s
     accumulate    d_s[k] += a_s[k]        (d_s float32)
+    divide        d_s[k] = a_s[k] / divisor  (a_s float32)
     non_finite    the number of inf or NaN elements of h
 
 Arrays are C-contiguous, float32 or float16 (a table may mix them: under
@@ -164,6 +165,17 @@ extern "C" __global__ void segmented_accumulate(const int64 *t,
     }
 }
 
+/* source table t (n float32 arrays), destination table d (n arrays). */
+extern "C" __global__ void segmented_divide(const int64 *t, const int64 *d,
+                                            int n, float divisor) {
+    Table source = {t, n}, quotients = {d, n};
+    FOR_EACH_ELEMENT(j, source.total()) {
+        int s = source.segment(j);
+        int64 k = j - source.offset(s);
+        quotients.store(s, k, source.load(s, k) / divisor);
+    }
+}
+
 extern "C" __global__ void count_non_finite(const half_bits *h, int64 size,
                                             unsigned long long *count) {
     unsigned long long mine = 0;
@@ -176,7 +188,8 @@ extern "C" __global__ void count_non_finite(const half_bits *h, int64 size,
 
 #: The kernels of :data:`SOURCE`.
 KERNELS = ('segmented_max_abs', 'segmented_scale_pack', 'segmented_unpack',
-           'segmented_round', 'segmented_accumulate', 'count_non_finite')
+           'segmented_round', 'segmented_accumulate', 'segmented_divide',
+           'count_non_finite')
 
 
 def offsets(arrays):
@@ -277,6 +290,20 @@ def accumulate(arrays, sums):
     d, _ = _device_table(xp, sums)
     launch('segmented_accumulate', (blocks(sum(a.size for a in arrays)),),
            (t, d, n))
+
+
+def divide(sums, quotients, divisor):
+    """Each of ``quotients`` (float16 or float32) = its float32 sum /
+    ``divisor``, rounded to its dtype."""
+    if any(s.dtype != numpy.float32 for s in sums) or [
+            s.size for s in sums] != [q.size for q in quotients]:
+        raise ValueError('segmented divide takes float32 sums of the sizes '
+                         'of the quotients')
+    xp = _xp(sums)
+    t, n = _device_table(xp, sums)
+    d, _ = _device_table(xp, quotients)
+    launch('segmented_divide', (blocks(sum(s.size for s in sums)),),
+           (t, d, n, numpy.float32(divisor)))
 
 
 def count_non_finite(packed):

@@ -81,7 +81,7 @@ class MicroBatchUpdater(training.updaters.StandardUpdater):
         params = list(model.params()) if k > 1 else None
         in_float32 = params is not None and any(
             param.dtype == numpy.float16 for param in params)
-        sums = None
+        sums = _GradientSums(params, in_float32) if k > 1 else None
         summary = reporter.DictSummary()
         scale = None if self.loss_scale is None else self.loss_scale.scale
         for _ in range(k):
@@ -93,16 +93,13 @@ class MicroBatchUpdater(training.updaters.StandardUpdater):
             summary.add(observation)
             (loss if in_float32 else loss / k).backward(loss_scale=scale)
             del loss
-            if k > 1:
+            if sums is not None:
                 if self.rounded_workers:
                     round_as_worker([param.grad for param in params],
                                     self.rounded_workers)
-                sums = _add_and_clear_grads(params, sums, in_float32)
+                sums.add_and_clear()
         if sums is not None:
-            for param, grad in zip(params, sums):
-                if in_float32 and grad is not None:
-                    grad = (grad / k).astype(param.dtype, copy=False)
-                param.grad = grad
+            sums.to_params(k)
         reporter.report(summary.compute_mean())
         try:
             optimizer.update()
@@ -135,32 +132,69 @@ class MicroBatchUpdater(training.updaters.StandardUpdater):
                                    serializer['optimizer:' + name])
 
 
-def _add_and_clear_grads(params, sums, in_float32=False):
-    """Add each parameter's gradient into ``sums`` in place (``sums`` is
-    None at the first micro-batch: its gradients become the sums, as
-    float32 copies with ``in_float32``) and clear it, so that the next
-    backward pass writes a fresh gradient. On a GPU the adds are one
-    kernel over all parameters (:func:`communicators.segmented.accumulate`).
+class _GradientSums(object):
+    """The running sums of the micro-batches' gradients of ``params``.
+
+    In float32 (``in_float32``, under mixed16): float32 arrays of one
+    zeroed buffer, divided by K into the parameters' dtype at the end.
+    Otherwise the first micro-batch's gradient arrays, into which the later
+    ones are added (their 1/K is already in the loss). On a GPU each step is
+    one kernel over all parameters (:mod:`communicators.segmented`).
     """
-    def start(grad):
-        if grad is None or not in_float32:
-            return grad
-        return grad.astype(numpy.float32)
-    if sums is None:
-        sums = [start(param.grad) for param in params]
-    else:
+
+    def __init__(self, params, in_float32):
+        self.params = params
+        self.in_float32 = in_float32
+        self.sums = [None] * len(params)
+        self.summed = [False] * len(params)
+        if in_float32:
+            shaped = [p for p in params if p.array is not None]
+            xp = chainer.backend.get_array_module(shaped[0].array)
+            offsets = segmented.offsets([p.array for p in shaped])
+            buffer = xp.zeros(int(offsets[-1]), numpy.float32)
+            slots = iter(zip(offsets[:-1], offsets[1:]))
+            for i, param in enumerate(params):
+                if param.array is not None:
+                    start, end = next(slots)
+                    self.sums[i] = buffer[start:end].reshape(param.shape)
+
+    def add_and_clear(self):
+        """Add each parameter's gradient into its sum, and clear it, so
+        that the next backward pass writes a fresh gradient."""
         pairs = []
-        for i, param in enumerate(params):
-            if sums[i] is None:
-                sums[i] = start(param.grad)
-            elif param.grad is not None:
-                pairs.append((param.grad, sums[i]))
+        for i, param in enumerate(self.params):
+            if param.grad is None:
+                continue
+            if self.sums[i] is None:  # the first gradient starts the sum
+                self.sums[i] = param.grad
+            else:
+                pairs.append((param.grad, self.sums[i]))
+            self.summed[i] = True
         if pairs and chainer.backend.get_array_module(
                 pairs[0][0]) is not numpy:
             segmented.accumulate([g for g, _ in pairs], [s for _, s in pairs])
         else:
             for grad, total in pairs:
                 total += grad
-    for param in params:
-        param.cleargrad()
-    return sums
+        for param in self.params:
+            param.cleargrad()
+
+    def to_params(self, k):
+        """Set each summed parameter's gradient: the sum, or in float32 the
+        sum / ``k`` in the parameter's dtype."""
+        summed = [(param, total) for param, total, used in zip(
+            self.params, self.sums, self.summed) if used]
+        if not self.in_float32:
+            for param, total in summed:
+                param.grad = total
+            return
+        xp = chainer.backend.get_array_module(summed[0][1]) if summed \
+            else numpy
+        if xp is numpy:
+            for param, total in summed:
+                param.grad = (total / k).astype(param.dtype, copy=False)
+            return
+        grads = [xp.empty(param.shape, param.dtype) for param, _ in summed]
+        segmented.divide([total for _, total in summed], grads, k)
+        for (param, _), grad in zip(summed, grads):
+            param.grad = grad

@@ -106,6 +106,17 @@ def test_accumulate_adds_into_float32_sums(on_host):
         segmented.accumulate(arrays, [s.astype(numpy.float16) for s in sums])
 
 
+def test_divide_rounds_each_quotient_to_its_dtype(on_host):
+    arrays = gradients(4)
+    sums = [a.astype(numpy.float32) * 48 for a in arrays]
+    quotients = [numpy.empty_like(a) for a in arrays]
+    segmented.divide(sums, quotients, 48)
+    for got, total, a in zip(quotients, sums, arrays):
+        want = (total / 48).astype(a.dtype)
+        numpy.testing.assert_array_equal(got.view(numpy.uint8),
+                                         want.view(numpy.uint8))
+
+
 def test_count_non_finite_counts_inf_and_nan(on_host):
     packed = numpy.arange(segmented.THREADS * 5, dtype=numpy.float16)
     assert int(segmented.count_non_finite(packed)) == 0
