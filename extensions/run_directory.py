@@ -16,7 +16,9 @@ import errno
 import fcntl
 import glob
 import os
+import re
 import socket
+import stat
 import time
 
 from errors import InputError
@@ -44,9 +46,13 @@ class HoldsAnotherRun(InputError):
 
 
 class FileInTheWay(InputError):
-    """The directory, or a folder on its path, is a file."""
+    """The directory, or a folder on its path, is a file; or ``what`` is in
+    the way (its lock file is a link or not a regular file)."""
 
-    def __init__(self, directory):
+    def __init__(self, directory, what=None):
+        if what is not None:
+            super(FileInTheWay, self).__init__(what)
+            return
         blocker = directory
         while blocker and not os.path.exists(blocker):
             blocker = os.path.dirname(blocker)
@@ -101,7 +107,20 @@ def claim(directory):
         os.makedirs(directory, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         raise FileInTheWay(directory)
-    lock = open(os.path.join(directory, LOCK_NAME), 'a+')
+    path = os.path.join(directory, LOCK_NAME)
+    try:  # never through a link, never blocking on a FIFO
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW |
+                     os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        raise FileInTheWay(directory, '{} is a symbolic link; remove it'
+                           .format(path)) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise FileInTheWay(directory, '{} is not a regular file; remove it'
+                           .format(path))
+    lock = os.fdopen(fd, 'r+')
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
@@ -119,7 +138,23 @@ def claim(directory):
         os.getpid(), socket.gethostname(),
         time.strftime('%Y-%m-%d %H:%M:%S')))
     lock.flush()
+    remove_leftovers(directory)
     return lock
+
+
+#: Temporary files of a writer that was killed: snapshots and reports are
+#: written as ``.NAME.tmpPID`` and renamed, free space probed with
+#: ``.space_testPID``.
+LEFTOVERS = re.compile(r'^\.(.+\.tmp|space_test)\d+$')
+
+
+def remove_leftovers(directory):
+    """Remove the regular files of :data:`LEFTOVERS` from ``directory``
+    (whose lock this process holds, so no writer of it is alive)."""
+    for name in os.listdir(directory):
+        path = os.path.join(directory, name)
+        if LEFTOVERS.match(name) and stat.S_ISREG(os.lstat(path).st_mode):
+            os.remove(path)
 
 
 def run_files(directory):

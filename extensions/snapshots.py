@@ -8,6 +8,7 @@ import errno
 import glob
 import os
 import re
+import stat
 import warnings
 import zipfile
 
@@ -81,18 +82,31 @@ def is_intact(path):
         return False
 
 
+def is_regular(path):
+    """Whether ``path`` is a regular file itself: not a link, FIFO, device
+    or folder (which ``--resume auto`` never opens)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def latest_snapshot(outdir):
     """The newest intact snapshot in ``outdir`` (None if there is none),
-    warning about each damaged one that is skipped."""
+    warning about each damaged one, and each that is not a regular file,
+    that is skipped."""
     found = []
     for path in glob.glob(os.path.join(outdir, 'snapshot_iter_*')):
         match = _SNAPSHOT_NAME.match(os.path.basename(path))
         if match:
             found.append((int(match.group(1)), path))
     for _, path in sorted(found, reverse=True):
-        if is_intact(path):
+        if not is_regular(path):
+            warnings.warn('skipping {}: not a regular file'.format(path))
+        elif is_intact(path):
             return path
-        warnings.warn('skipping damaged snapshot {}'.format(path))
+        else:
+            warnings.warn('skipping damaged snapshot {}'.format(path))
     return None
 
 
@@ -115,8 +129,11 @@ def find_resume(resume, outdir, config, name='run_configuration'):
         if os.path.isdir(path):
             raise InputError('{}: a directory, expected a snapshot file '
                              '(or auto)'.format(path))
-        if not os.path.isfile(path):
+        if not os.path.lexists(path):
             raise InputError('{}: no such file'.format(path))
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise InputError('{}: not a regular file, expected a snapshot'
+                             .format(path))
         if not is_intact(path):
             raise InputError(
                 '{}: damaged or incomplete snapshot'.format(path))
@@ -124,19 +141,89 @@ def find_resume(resume, outdir, config, name='run_configuration'):
     return path
 
 
-def load(path, trainer):
-    """Load snapshot ``path`` into ``trainer``. A snapshot that lacks a value
-    the trainer holds (one written by an older trainer whose optimizer kept
-    other state, for instance) raises :class:`InputError` naming the value.
+class DataDeserializer(npz.NpzDeserializer):
+    """Chainer's ``NpzDeserializer`` over an archive opened without pickle,
+    each value checked against what the trainer holds before it is copied:
+    an array of the same shape, a number for a number (counts not below
+    zero), never an object. ``source`` (the file) names the errors, which
+    are :class:`InputError`.
+
+    Chainer's ``load_npz`` opens archives with ``allow_pickle=True``, so a
+    snapshot could run code when it is read; here a snapshot is data.
     """
-    try:
-        npz.load_npz(path, trainer)
-    except KeyError as e:
-        missing = str(e.args[0]).split(' is not a file in the archive')[0]
-        raise InputError(
-            '{}: the snapshot holds no {}; it was written by another version '
-            'of this trainer; start in a new output directory'.format(
-                path, missing))
+
+    def __init__(self, archive, source, path=''):
+        super(DataDeserializer, self).__init__(archive, path, strict=True)
+        self.source = source
+
+    def __getitem__(self, key):
+        return DataDeserializer(self.npz, self.source,
+                                self.path + key.strip('/') + '/')
+
+    def __call__(self, key, value):
+        name = self.path + key.lstrip('/')
+        if name not in self.npz:
+            raise InputError(
+                '{}: the snapshot holds no {}; it was written by another '
+                'version of this trainer; start in a new output directory'
+                .format(self.source, name))
+        try:
+            data = self.npz[name]
+        except ValueError:  # an object array: pickled Python objects
+            raise InputError('{}: {} holds Python objects, which are never '
+                             'loaded'.format(self.source, name)) from None
+        _check_value(self.source, name, data, value)
+        if value is None:
+            return data
+        if isinstance(value, numpy.ndarray):
+            numpy.copyto(value, data)
+            return value
+        if hasattr(value, 'set'):  # a CuPy array
+            value.set(numpy.asarray(data, dtype=value.dtype))
+            return value
+        return type(value)(data)
+
+
+def _check_value(source, name, data, value):
+    """:class:`InputError` unless ``data`` (from the archive) can take the
+    place of the trainer's ``value``."""
+    def refuse(what):
+        raise InputError('{}: {} {}; the snapshot is not one this trainer '
+                         'wrote'.format(source, name, what))
+    if data.dtype.kind not in 'biufUS':
+        refuse('is of dtype {}'.format(data.dtype))
+    if value is None:
+        return
+    if hasattr(value, 'shape') and hasattr(value, 'dtype'):
+        if data.shape != value.shape:
+            refuse('has shape {}, the trainer holds {}'.format(
+                data.shape, value.shape))
+        if data.dtype.kind != value.dtype.kind and not (
+                data.dtype.kind in 'biu' and value.dtype.kind in 'biuf'):
+            refuse('is of dtype {}, the trainer holds {}'.format(
+                data.dtype, value.dtype))
+        return
+    if isinstance(value, (bool, int, float)):
+        if data.shape != () or data.dtype.kind not in 'biuf':
+            refuse('is {} of {}, expected a number'.format(
+                data.shape, data.dtype))
+        number = data.item()
+        if isinstance(value, int) and not isinstance(value, bool) and (
+                number != int(number) or number < 0):
+            refuse('is {}, expected a count (an integer, 0 or more)'.format(
+                number))
+        if isinstance(value, float) and not numpy.isfinite(number):
+            refuse('is {}, expected a finite number'.format(number))
+
+
+def load(path, trainer):
+    """Load snapshot ``path`` into ``trainer`` as data
+    (:class:`DataDeserializer`). A snapshot that lacks a value the trainer
+    holds, holds objects or values of another shape or kind raises
+    :class:`InputError` naming the file and the value; nothing is changed on
+    disk."""
+    with numpy.load(path, allow_pickle=False) as archive:
+        trainer.serialize(DataDeserializer(archive, path))
 
 
 class RunConfiguration(extension.Extension):

@@ -1,0 +1,67 @@
+"""Files in --out are opened safely: the lock never through a link or into
+a FIFO, snapshot candidates only when regular files, a killed writer's
+temporary files removed by the next run."""
+import os
+import threading
+
+import chainer
+import numpy
+import pytest
+
+from extensions import run_directory
+from extensions import snapshots
+
+
+def test_a_lock_that_is_a_link_is_refused_and_its_target_untouched(
+        tmp_path):
+    target = tmp_path / 'precious'
+    target.write_text('keep me\n')
+    out = tmp_path / 'out'
+    out.mkdir()
+    os.symlink(str(target), str(out / '.lock'))
+    with pytest.raises(run_directory.FileInTheWay,
+                       match=r'\.lock is a symbolic link; remove it$'):
+        run_directory.claim(str(out))
+    assert target.read_text() == 'keep me\n'
+
+
+def test_a_lock_that_is_a_fifo_is_refused_without_blocking(tmp_path):
+    os.mkfifo(str(tmp_path / '.lock'))
+    with pytest.raises(run_directory.FileInTheWay,
+                       match=r'\.lock is not a regular file; remove it$'):
+        run_directory.claim(str(tmp_path))
+
+
+def write_snapshot(path):
+    chainer.serializers.save_npz(path, chainer.links.Linear(2, 2))
+
+
+def test_resume_auto_skips_what_is_not_a_regular_file(tmp_path):
+    write_snapshot(str(tmp_path / 'snapshot_iter_5'))
+    os.mkfifo(str(tmp_path / 'snapshot_iter_999'))
+    os.symlink(str(tmp_path / 'snapshot_iter_5'),
+               str(tmp_path / 'snapshot_iter_998'))
+    found = []
+    worker = threading.Thread(target=lambda: found.append(
+        snapshots.latest_snapshot(str(tmp_path))), daemon=True)
+    with pytest.warns(UserWarning, match='not a regular file'):
+        worker.start()
+        worker.join(10)
+    assert found == [str(tmp_path / 'snapshot_iter_5')]
+
+
+def test_resume_of_a_fifo_is_one_line(tmp_path):
+    os.mkfifo(str(tmp_path / 'snap'))
+    with pytest.raises(snapshots.InputError, match='not a regular file'):
+        snapshots.find_resume(str(tmp_path / 'snap'), str(tmp_path), None)
+
+
+def test_a_killed_writers_temporary_files_are_removed(tmp_path):
+    leftovers = ['.snapshot_iter_40.tmp1234', '.model.npz.tmp77',
+                 '.space_test99']
+    kept = ['snapshot_iter_40', 'log', '.snapshot_iter_40.tmpx']
+    for name in leftovers + kept:
+        (tmp_path / name).write_bytes(numpy.zeros(3).tobytes())
+    lock = run_directory.claim(str(tmp_path))
+    lock.close()
+    assert sorted(os.listdir(str(tmp_path))) == sorted(kept + ['.lock'])
