@@ -16,6 +16,11 @@ DIVERGED_STATUS = 3
 #: snapshot of its last update: job scripts requeue it with --resume auto.
 STOPPED_STATUS = 4
 
+#: The exit status of a job whose watchdog found a stalled worker
+#: (:mod:`extensions.stall_watchdog`): job scripts requeue it like a stop,
+#: and it resumes from its newest snapshot.
+STALLED_STATUS = 5
+
 
 class InputError(ValueError):
     """Bad input: its message is one line naming the file, line or flag."""

@@ -16,6 +16,7 @@ import multiprocessing.forkserver
 import multiprocessing.resource_tracker
 import os
 import re
+import socket
 import sys
 import time
 
@@ -123,6 +124,9 @@ def parse_args(argv):
     add('--on-non-finite', choices=('stop', 'skip'), default='stop',
         help='a non-finite gradient stops the job (exit 3) or skips its '
         'update (default: %(default)s)')
+    add('--stall-timeout', type=float, default=600, metavar='SECONDS',
+        help='end the job (exit 5) when a worker is silent, or in one '
+        'update, this long; 0: never (default: %(default)s)')
     add('--skip-bad-images', action='store_true',
         help='count undecodable images and go on, instead of stopping')
     add('--test', action='store_true',
@@ -405,6 +409,12 @@ def train(args, recipe):
         [(args.snapshot_iterations, 'iteration')]
         if args.snapshot_iterations > 0 else [])
     trainer.extend(config, name='run_configuration')
+    if comm.size > 1 and args.stall_timeout > 0:
+        watchdog = extensions.StallWatchdog(
+            comm.mpi_comm, comm.mpi_comm.allgather(socket.gethostname()),
+            args.stall_timeout)
+        for extension in watchdog.extensions():
+            trainer.extend(extension)
     trainer.extend(stop, name='signal_stop')
     trainer.extend(extensions.DistributedEvaluator(
         val_iter, model.predictor, comm, datasets.SkippingConverter(normalize),

@@ -6,3 +6,4 @@ from extensions.throughput import Throughput  # NOQA
 from extensions.triggers import AnyOfTriggers  # NOQA
 from extensions.reports import add_reports  # NOQA
 from extensions.reports import summary_line  # NOQA
+from extensions.stall_watchdog import StallWatchdog  # NOQA

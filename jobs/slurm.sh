@@ -49,10 +49,13 @@ export RESUME OUT_ROOT
 [[ -z ${OUT_DIR:-} ]] || export OUT_DIR
 
 # requeue_if_stopped STATUS: exit 4 is the trainer's stop on a signal, with
-# a snapshot of its last update: put the job back in the queue to resume.
+# a snapshot of its last update, and exit 5 its stall watchdog's end (a
+# worker stopped or hung, like a lost node): put the job back in the queue
+# to resume from the newest snapshot.
 requeue_if_stopped() {
-    if (($1 == 4)) && [[ -n ${SLURM_JOB_ID:-} ]]; then
-        echo "$(basename "$0"): stopped with a snapshot; requeueing job" \
+    if (($1 == 4 || $1 == 5)) && [[ -n ${SLURM_JOB_ID:-} ]]; then
+        echo "$(basename "$0"): $( (($1 == 4)) && echo stopped with a \
+             snapshot || echo a worker stalled); requeueing job" \
              "$SLURM_JOB_ID to resume it" >&2
         scontrol requeue "$SLURM_JOB_ID"
     fi

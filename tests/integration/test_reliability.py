@@ -18,6 +18,7 @@ import pytest
 from PIL import Image
 
 from conftest import LAUNCH_FAILED, mpi_command, REPO, run_mpi
+import errors
 from extensions import snapshots
 
 SMALL = ['train_imagenet.py', '--demo', '--batchsize', '4', '--loaderjob',
@@ -528,3 +529,31 @@ def test_a_long_session_path_leaves_no_temporary_folder(tmp_path):
         time.sleep(0.1)
     assert os.listdir(str(tmp)) == []
     tmp.rmdir()
+
+
+def rank_of(pid):
+    with open('/proc/{}/environ'.format(pid), 'rb') as f:
+        variables = dict(entry.split(b'=', 1) for entry in
+                         f.read().split(b'\0') if b'=' in entry)
+    return int(variables[b'OMPI_COMM_WORLD_RANK'])
+
+
+@pytest.mark.parametrize('stopped', [1, 0])
+def test_a_stopped_rank_ends_the_job_within_the_stall_timeout(tmp_path,
+                                                              stopped):
+    out = str(tmp_path / 'out')
+    proc = start_job(TINY + ['--iterations', '100000', '--stall-timeout',
+                             '8'], out, 3, stdout=subprocess.DEVNULL)
+    pid = [p for p in rank_pids(out, proc.pid) if rank_of(p) == stopped][0]
+    os.kill(pid, signal.SIGSTOP)
+    start = time.time()
+    try:
+        _, stderr = proc.communicate(timeout=8 + 60)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        proc.kill()
+    assert time.time() - start < 8 + 30
+    assert proc.returncode == errors.STALLED_STATUS, stderr[-2000:]
+    assert re.search(r'error: no progress within --stall-timeout 8 s: rank '
+                     r'{} on \S+ sent nothing for \d+ s; ending the job '
+                     r'\(exit 5\)'.format(stopped), stderr), stderr[-2000:]

@@ -1,0 +1,182 @@
+"""A stalled worker ends the job: heartbeats and a watchdog on rank 0.
+
+A worker that is stopped (SIGSTOP, a frozen node) or hung (a GPU that no
+longer returns) leaves the others waiting in the next all-reduce for ever,
+and on a thousand GPUs it burns the whole allocation. ChainerMN has no
+check for it; PyTorch's NCCL watchdog and Horovod's stall check end such
+jobs. Here every worker's thread sends rank 0, every ``period`` seconds, the
+number of updates it has completed and how long its current update has run
+(none outside an update: validation, snapshots and the other extensions
+run between updates), and rank 0's thread answers each. Rank 0 ends the job
+with one line naming the ranks and hosts, and exit status
+:data:`errors.STALLED_STATUS`, when a worker
+
+- sent nothing for ``timeout`` seconds (stopped, or its node gone), or
+- has been in one update for ``timeout`` seconds; the first update of a run
+  (kernel compilation, cuDNN's autotuning) is exempt.
+
+A worker that hears nothing from rank 0 for ``timeout`` plus ``grace``
+seconds ends the job naming rank 0. The messages travel on a duplicate of
+the job's communicator from the threads (mpi4py asks MPI for
+``MPI_THREAD_MULTIPLE``), so they never match the training's own traffic.
+"""
+import os
+import sys
+import threading
+import time
+
+import numpy
+from chainer import training
+
+from errors import STALLED_STATUS
+
+_HEARTBEAT, _ANSWER = 71, 72
+
+
+class StallWatchdog(object):
+    """The watchdog of one worker; :meth:`extensions` mark its updates.
+
+    Args:
+        mpi_comm: the job's mpi4py communicator.
+        hosts: the host of every rank, in rank order.
+        timeout (float): seconds without progress that end the job.
+        period (float): seconds between heartbeats.
+        grace (float): extra seconds a worker waits for rank 0's verdict.
+        abort (callable): ``abort(status)`` ends the whole job.
+    """
+
+    def __init__(self, mpi_comm, hosts, timeout, period=5.0, grace=20.0,
+                 abort=None):
+        self.comm = mpi_comm.Dup()
+        self.hosts = hosts
+        self.timeout = timeout
+        self.period = min(period, timeout / 4.)
+        self.grace = grace
+        self.abort = abort or self.comm.Abort
+        self.completed = 0
+        self.update_started = None
+        self.first_update = True
+        self._stop = threading.Event()
+        self._thread = None
+
+    # The trainer's side: where updates start and end
+    def extensions(self):
+        """Two trainer extensions: the first runs before every other one of
+        an iteration (the update has ended), the last after all of them
+        (the next update starts)."""
+        watchdog = self
+
+        @training.make_extension(trigger=(1, 'iteration'),
+                                 priority=training.PRIORITY_WRITER + 100,
+                                 finalizer=watchdog.stop)
+        def update_ended(trainer):
+            watchdog.completed = trainer.updater.iteration
+            watchdog.update_started = None
+            watchdog.first_update = False
+
+        @training.make_extension(trigger=(1, 'iteration'), priority=-100,
+                                 initializer=lambda trainer: watchdog.start(
+                                     trainer.updater.iteration))
+        def update_starts(trainer):
+            watchdog.update_started = time.monotonic()
+        return update_ended, update_starts
+
+    def start(self, iteration):
+        """Begin watching; the first update starts now."""
+        self.completed = iteration
+        self.update_started = time.monotonic()
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._watch_as_root if self.comm.rank == 0
+                else self._watch_as_worker, daemon=True)
+            self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+
+    def state(self):
+        """``[completed updates, seconds in the current update or -1, 1 if
+        it is the run's first update]``."""
+        started = self.update_started
+        return numpy.array([
+            self.completed, -1. if started is None
+            else time.monotonic() - started, float(self.first_update)])
+
+    # The threads
+    def _watch_as_root(self):
+        size = self.comm.size
+        heard = [time.monotonic()] * size
+        states = [None] * size
+        buffer = numpy.empty(3)
+        pending = []
+        while not self._stop.wait(self.period):
+            while self.comm.Iprobe(tag=_HEARTBEAT):
+                status = _status()
+                self.comm.Recv(buffer, source=_any_source(), tag=_HEARTBEAT,
+                               status=status)
+                heard[status.Get_source()] = time.monotonic()
+                states[status.Get_source()] = buffer.copy()
+            states[0], heard[0] = self.state(), time.monotonic()
+            pending = [r for r in pending if not r.Test()]
+            for rank in range(1, size):
+                pending.append(self.comm.Isend(numpy.zeros(1), dest=rank,
+                                               tag=_ANSWER))
+            stalled = stalled_ranks(heard, states, time.monotonic(),
+                                    self.timeout)
+            if stalled:
+                self._end(describe(stalled, self.hosts, self.timeout))
+
+    def _watch_as_worker(self):
+        heard = time.monotonic()
+        answer = numpy.empty(1)
+        pending = []
+        while not self._stop.wait(self.period):
+            pending = [r for r in pending if not r.Test()]
+            pending.append(self.comm.Isend(self.state(), dest=0,
+                                           tag=_HEARTBEAT))
+            while self.comm.Iprobe(source=0, tag=_ANSWER):
+                self.comm.Recv(answer, source=0, tag=_ANSWER)
+                heard = time.monotonic()
+            silent = time.monotonic() - heard
+            if silent > self.timeout + self.grace:
+                self._end(describe([(0, 'sent nothing for {:.0f} s'.format(
+                    silent))], self.hosts, self.timeout))
+
+    def _end(self, line):
+        print('{}: error: {}'.format(os.path.basename(sys.argv[0]), line),
+              file=sys.stderr, flush=True)
+        self.abort(STALLED_STATUS)
+
+
+def _status():
+    from mpi4py import MPI
+    return MPI.Status()
+
+
+def _any_source():
+    from mpi4py import MPI
+    return MPI.ANY_SOURCE
+
+
+def stalled_ranks(heard, states, now, timeout):
+    """``(rank, what)`` of every stalled rank: silent for ``timeout``
+    seconds, or in one update (not its run's first) for as long.
+    ``heard[r]``: when rank r was last heard; ``states[r]``:
+    :meth:`StallWatchdog.state` as it last sent it, or None."""
+    stalled = []
+    for rank, (when, state) in enumerate(zip(heard, states)):
+        if now - when > timeout:
+            stalled.append((rank, 'sent nothing for {:.0f} s'.format(
+                now - when)))
+        elif state is not None and state[1] > timeout and not state[2]:
+            stalled.append((rank, 'has been in update {} for {:.0f} s'.format(
+                int(state[0]) + 1, state[1])))
+    return stalled
+
+
+def describe(stalled, hosts, timeout):
+    """The one line that ends the job."""
+    return ('no progress within --stall-timeout {:g} s: {}; ending the job '
+            '(exit {})'.format(timeout, '; '.join(
+                'rank {} on {} {}'.format(rank, hosts[rank], what)
+                for rank, what in stalled), STALLED_STATUS))
