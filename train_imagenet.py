@@ -108,6 +108,8 @@ def parse_args(argv):
     add('--out', '-o', default='result',
         help='output directory (default: %(default)s)')
     add('--resume', '-r', help='snapshot to resume from, or "auto"')
+    add('--allow-new-dataset', action='store_true',
+        help='resume on another training set than the snapshot\'s')
     add('--seed', type=int, default=0,
         help='seed of init, order and crops (default: %(default)s)')
     add('--log-interval', type=int, default=10,
@@ -314,7 +316,9 @@ def train(args, recipe):
             seed=args.seed, dtype=recipe.dtype, recipe=recipe.name,
             optimizer=recipe.optimizer,
             momentum_correction=recipe.momentum_correction,
-            lars=recipe.lars)
+            lars=recipe.lars, dataset=datasets.fingerprint(train))
+        if args.allow_new_dataset:
+            config.free_keys = ('dataset',)
         lock = claim_output(args.out, args.resume) if comm.rank == 0 \
             else None
         with naming('--resume'):

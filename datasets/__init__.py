@@ -17,3 +17,4 @@ from datasets.converter import SkippingConverter  # NOQA
 from datasets.decoding import DECODERS  # NOQA
 from datasets.decoding import UndecodableImageError  # NOQA
 from datasets.validation import validation_iterator  # NOQA
+from datasets.fingerprint import fingerprint  # NOQA

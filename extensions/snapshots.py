@@ -234,22 +234,30 @@ class RunConfiguration(extension.Extension):
     per-worker batch or accumulation (the data order and the schedules depend
     on them), or another recipe or optimizer (the optimizer's state differs).
     Snapshots older than the keys in :attr:`LATER_KEYS` lack them and are
-    checked on the others.
+    checked on the others. The training set's fingerprint (``dataset``,
+    :func:`datasets.fingerprint`) is checked too, unless it is one of
+    :attr:`free_keys`: those keep this run's value, and later snapshots
+    record it.
     """
 
     trigger = None
     priority = extension.PRIORITY_READER
     #: Keys that snapshots written before them do not hold.
-    LATER_KEYS = ('recipe', 'optimizer', 'momentum_correction', 'lars')
+    LATER_KEYS = ('recipe', 'optimizer', 'momentum_correction', 'lars',
+                  'dataset')
 
     def __init__(self, **config):
         self.config = config
+        self.free_keys = ()
 
     def __call__(self, trainer):
         pass
 
     def serialize(self, serializer):
+        loading = isinstance(serializer, chainer.serializer.Deserializer)
         for key, value in sorted(self.config.items()):
+            if loading and key in self.free_keys:
+                continue
             try:
                 self.config[key] = type(value)(serializer(key, value))
             except KeyError:
@@ -270,6 +278,14 @@ class RunConfiguration(extension.Extension):
             raise InputError('{}: not a snapshot of this trainer'
                              .format(path))
         for key in (key for key in self.config if key in stored):
+            if key in self.free_keys:
+                continue
+            if key == 'dataset' and stored[key] != self.config[key]:
+                raise InputError(
+                    '{}: the snapshot was trained on another training set '
+                    '({}; this run has {}); pass --allow-new-dataset to '
+                    'continue on this one'.format(path, stored[key],
+                                                  self.config[key]))
             if stored[key] != self.config[key]:
                 raise InputError(
                     '{}: the snapshot was taken with {} = {}, this run has '

@@ -230,6 +230,30 @@ def test_resume_with_another_setting_is_refused(demo_snapshot):
         assert f.read() == before  # nothing written before is lost
 
 
+def test_resume_on_another_training_set_needs_allow_new_dataset(
+        demo_snapshot, tmp_path):
+    train = os.path.join(REPO, 'datasets', 'demo', 'train')
+    listing = tmp_path / 'train.txt'
+    with open(listing, 'w') as f:
+        for label, folder in enumerate(sorted(os.listdir(train))):
+            for name in sorted(os.listdir(os.path.join(train, folder)))[:5]:
+                f.write('{} {}\n'.format(os.path.join(train, folder, name),
+                                         label))
+    out = os.path.dirname(demo_snapshot)
+    args = [a for a in SMALL if a != '--demo'] + [
+        str(listing), os.path.join(REPO, 'datasets', 'demo', 'val'),
+        '--crop-size', '32', '--n-class', '10', '--iterations', '2',
+        '--resume', demo_snapshot,
+        '--out', out]
+    msg = one_line_error(args)
+    assert re.match(r'.*--resume {}: the snapshot was trained on another '
+                    r'training set \(3000 images, sha256 \w+; this run has '
+                    r'50 images, sha256 \w+\); pass --allow-new-dataset'
+                    .format(re.escape(demo_snapshot)), msg), msg
+    run_mpi(1, args[:-2] + ['--out', str(tmp_path / 'new'),
+                            '--allow-new-dataset'])
+
+
 def test_resume_with_another_worker_count_is_refused(demo_snapshot, tmp_path):
     proc = run_mpi(2, SMALL + ['--iterations', '2', '--resume', demo_snapshot,
                                '--out', str(tmp_path)], check=False)
