@@ -301,7 +301,8 @@ def train(args, recipe):
     layers, cpu_kernels = models.chainer_layers, None
     if device.xp is numpy:
         import cpu_engine  # oneDNN and OpenMP: for CPU runs only
-        cpu_engine.cpu_runtime.configure()  # keep freed buffers in the heap
+        # keep freed buffers in the heap; check OMP_NUM_THREADS
+        failures.agree(comm, cpu_engine.cpu_runtime.configure)
         layers, cpu_kernels = cpu_engine, cpu_engine.updates
     numpy.random.seed(args.seed)
 

@@ -18,6 +18,7 @@ from chainer.backends import intel64
 import numpy
 
 from cpu_engine import onednn
+from errors import InputError
 
 try:
     from cpu_engine import _kernels as kernels
@@ -54,6 +55,7 @@ def configure():
     global _configured
     if _configured is not None:
         return _configured
+    num_threads()  # a bad OMP_NUM_THREADS: one line before training
     settings = {}
     name = ctypes.util.find_library('c')
     libc = ctypes.CDLL(name) if name else None
@@ -84,16 +86,20 @@ def num_threads():
     """Worker threads for element-wise kernels: the BLAS thread count.
 
     ``OMP_NUM_THREADS`` (set to 1 per process under ``mpiexec`` by the
-    launchers) wins; otherwise every core this process may run on.
+    launchers) wins, read as OpenMP reads it: its first entry, where it
+    lists the threads of nested levels (``4,2``); otherwise every core this
+    process may run on. :class:`~errors.InputError` for a value OpenMP
+    would not take either.
     """
-    value = os.environ.get('OMP_NUM_THREADS') or os.environ.get(
-        'OPENBLAS_NUM_THREADS')
-    if value:
-        try:
-            return max(1, int(value))
-        except ValueError:
-            raise ValueError('OMP_NUM_THREADS must be a positive integer, '
-                             'got {!r}'.format(value))
+    for name in ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS'):
+        value = os.environ.get(name, '').strip()
+        if value:
+            first = value.split(',')[0].strip()
+            if not first.isdigit() or int(first) < 1:
+                raise InputError(
+                    '{}={}: expected a positive integer, or a list of them '
+                    'for nested levels (OpenMP\'s 4,2)'.format(name, value))
+            return int(first)
     return len(os.sched_getaffinity(0))
 
 

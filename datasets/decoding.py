@@ -7,11 +7,21 @@ TurboJPEG API) decodes YCbCr and grayscale JPEGs straight into a NumPy
 array, with the same libjpeg-turbo settings as Pillow (integer IDCT, fancy
 upsampling), and so to the same pixels; other images, and JPEGs it refuses,
 go to Pillow, whose verdict on a bad file stands.
+
+Pixels are what the image holds, as torchvision reads them: an EXIF
+orientation is applied (JPEGs with EXIF data go to Pillow for it); 16-bit
+images (Pillow's modes ``I;16``, ``I;16B``, ``I;16L`` and ``I``, read as
+0..65535) are scaled to 8 bits by 255/65535 and rounded; float images
+(mode ``F``) whose values stay within 0..1 are scaled by 255, others clipped
+to 0..255; one channel becomes three equal ones. Pillow's own conversion
+would clip 16-bit values to 255 (a white image) and cast floats of 0..1 to
+0 (a black one).
 """
 import contextlib
 
 import numpy
 from PIL import Image
+from PIL import ImageOps
 
 from errors import InputError
 from errors import ParameterError
@@ -93,9 +103,31 @@ def square(pixels, side):
     return _square(Image.fromarray(pixels), side)
 
 
+#: Pillow's modes of 16-bit and 32-bit integer pixels, read as 0..65535.
+WIDE_INTEGER_MODES = ('I;16', 'I;16B', 'I;16L', 'I;16N', 'I')
+_ORIENTATION = 0x0112
+
+
 def _draft_rgb(image, side):
     image.draft('RGB', (side, side))
+    if image.getexif().get(_ORIENTATION, 1) != 1:
+        image = ImageOps.exif_transpose(image)
+    if image.mode in WIDE_INTEGER_MODES or image.mode == 'F':
+        return _eight_bits(numpy.asarray(image), image.mode == 'F')
     return image.convert('RGB')
+
+
+def _eight_bits(values, floating):
+    """One channel of wide pixels as ``(H, W, 3)`` uint8 (the module
+    docstring's scaling)."""
+    values = values.astype(numpy.float64)
+    if floating:
+        if numpy.nanmin(values) >= 0 and numpy.nanmax(values) <= 1:
+            values = values * 255
+    else:
+        values = values * (255 / 65535)
+    pixels = numpy.rint(numpy.clip(numpy.nan_to_num(values), 0, 255))
+    return numpy.repeat(pixels.astype(numpy.uint8)[..., None], 3, axis=2)
 
 
 def _square(image, side):
@@ -120,8 +152,8 @@ def _decode_jpeg(path, side):
     """simplejpeg's pixels of a JPEG, or None for Pillow to decode."""
     with open(path, 'rb') as f:
         data = f.read()
-    if not simplejpeg.is_jpeg(data):
-        return None
+    if not simplejpeg.is_jpeg(data) or b'Exif' in data[:65536]:
+        return None  # Pillow decodes it, and applies EXIF orientation
     try:
         height, width, colorspace, _ = simplejpeg.decode_jpeg_header(data)
         limit = Image.MAX_IMAGE_PIXELS

@@ -38,8 +38,9 @@ def load_mean(path, resize):
     """Read a per-channel ``(3,)`` or per-pixel ``(3, resize, resize)`` mean.
 
     ``path`` is a ``.npy`` file (as Chainer's compute_mean.py writes) or None
-    for ImageNet's per-channel mean. Raises :class:`InputError` whose message
-    starts with the path.
+    for ImageNet's per-channel mean: values of 0..255, finite in float32, as
+    the transforms use them. Raises :class:`InputError` whose message starts
+    with the path.
     """
     if path is None:
         return IMAGENET_MEAN
@@ -55,8 +56,13 @@ def load_mean(path, resize):
     if mean.dtype.kind not in 'biuf':
         raise InputError('{}: expected numbers, got a {} array'.format(
             path, mean.dtype))
-    if not numpy.isfinite(mean).all():
-        raise InputError('{}: holds values that are not finite'.format(path))
+    if not numpy.isfinite(mean.astype(numpy.float32)).all():
+        raise InputError('{}: holds values that are not finite in float32, '
+                         'as the transforms use them'.format(path))
+    if mean.min() < 0 or mean.max() > 255:
+        raise InputError('{}: holds values outside 0..255 (from {:g} to '
+                         '{:g}); expected a mean of 8-bit pixels'.format(
+                             path, mean.min(), mean.max()))
     if mean.shape not in ((3,), (3, resize, resize)):
         raise InputError(
             '{}: shape {} is neither (3,) nor (3, {}, {}) (the resized '

@@ -3,6 +3,8 @@ import chainer
 import numpy
 import pytest
 
+import errors
+
 import cpu_engine
 from cpu_engine import cpu_runtime
 from cpu_engine.convolution_2d import Convolution2DFunction
@@ -105,3 +107,20 @@ def test_works_without_kernels():
             'opt.update(lambda: chainer.functions.sum(link(x) * x)); '
             'print("ok")')
     assert_prints_ok(code)
+
+
+@pytest.mark.parametrize('value, threads', [('4,2', 4), (' 2 ', 2),
+                                            ('1,1,1', 1)])
+def test_omp_num_threads_is_read_as_openmp_reads_it(monkeypatch, value,
+                                                    threads):
+    monkeypatch.setenv('OMP_NUM_THREADS', value)
+    assert cpu_runtime.num_threads() == threads
+
+
+@pytest.mark.parametrize('value', ['abc', '0', '-2', ',3', '2.5'])
+def test_a_bad_omp_num_threads_is_one_line(monkeypatch, value):
+    monkeypatch.setenv('OMP_NUM_THREADS', value)
+    with pytest.raises(errors.InputError) as e:
+        cpu_runtime.num_threads()
+    assert str(e.value).startswith('OMP_NUM_THREADS={}: expected a positive '
+                                   'integer'.format(value.strip()))

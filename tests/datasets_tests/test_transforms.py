@@ -67,7 +67,14 @@ def test_mean_file_of_wrong_shape_is_refused(tmp_path):
     (lambda path: numpy.save(path, numpy.array(['1', '2', '3'])),
      'expected numbers, got a <U1 array'),
     (lambda path: numpy.save(path, numpy.array([1, numpy.nan, 3])),
-     'holds values that are not finite'),
+     'holds values that are not finite in float32, as the transforms use '
+     'them'),
+    (lambda path: numpy.save(path, numpy.array([1, 1e39, 3])),
+     'holds values that are not finite in float32, as the transforms use '
+     'them'),
+    (lambda path: numpy.save(path, numpy.array([1, 1e30, 3])),
+     'holds values outside 0..255 (from 1 to 1e+30); expected a mean of '
+     '8-bit pixels'),
 ])
 def test_a_mean_file_that_is_no_mean_is_refused(tmp_path, write, expected):
     mean_file = str(tmp_path / 'mean.npy')
