@@ -450,6 +450,12 @@ def train(args, recipe):
     except datasets.UndecodableImageError as e:
         raise errors.InputError(
             '{}; fix or remove it, or pass --skip-bad-images'.format(e))
+    except OSError as e:  # a log, a plot: as a snapshot's own NoSpace
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise run_directory.NoSpace(
+            e.filename or args.out, run_directory.free_bytes(args.out),
+            note='the snapshots written before it are intact') from None
     if stop.signal_number and not trainer.stop_trigger.reached:
         raise failures.Stopped(
             'stopped by {} after iteration {}; its snapshot is {}; continue '

@@ -39,7 +39,7 @@ def add_reports(trainer, scheduled, triggers, watched=None):
         trigger=trigger())
     for name, keys in [('loss', LOSS), ('accuracy', ACCURACY)] + [
             (key, [key]) for key in scheduled]:
-        trainer.extend(chainer_extensions.PlotReport(
+        trainer.extend(_AtomicPlot(
             keys, 'epoch', trigger=trigger(), filename=name + '.png'))
     if watched:
         trainer.extend(_ProgressBar(update_interval=1))
@@ -59,6 +59,25 @@ def is_watched():
     except OSError:
         return False
     return target.startswith(('/dev/pts/', '/dev/tty'))
+
+
+class _AtomicPlot(chainer_extensions.PlotReport):
+    """Chainer's ``PlotReport`` writing its PNG as ``.NAME.tmp0.png`` and
+    renaming it, so that a full disk leaves no torn figure under its name
+    (the temporary file is removed; a later run removes any left over)."""
+
+    def __call__(self, trainer):
+        final = self._file_name
+        tmp = os.path.join(trainer.out, '.{}.tmp0.png'.format(final))
+        self._file_name = os.path.basename(tmp)
+        try:
+            super(_AtomicPlot, self).__call__(trainer)
+            if os.path.exists(tmp):
+                os.replace(tmp, os.path.join(trainer.out, final))
+        finally:
+            self._file_name = final
+            if os.path.exists(tmp):
+                os.remove(tmp)
 
 
 class _ProgressBar(chainer_extensions.ProgressBar):

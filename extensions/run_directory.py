@@ -143,9 +143,9 @@ def claim(directory):
 
 
 #: Temporary files of a writer that was killed: snapshots and reports are
-#: written as ``.NAME.tmpPID`` and renamed, free space probed with
-#: ``.space_testPID``.
-LEFTOVERS = re.compile(r'^\.(.+\.tmp|space_test)\d+$')
+#: written as ``.NAME.tmpPID`` (plots ``.NAME.tmp0.png``) and renamed, free
+#: space probed with ``.space_testPID``.
+LEFTOVERS = re.compile(r'^\.(.+\.tmp\d+(\.png)?|space_test\d+)$')
 
 
 def remove_leftovers(directory):

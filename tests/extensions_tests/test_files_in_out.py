@@ -58,7 +58,7 @@ def test_resume_of_a_fifo_is_one_line(tmp_path):
 
 def test_a_killed_writers_temporary_files_are_removed(tmp_path):
     leftovers = ['.snapshot_iter_40.tmp1234', '.model.npz.tmp77',
-                 '.space_test99']
+                 '.space_test99', '.loss.png.tmp0.png']
     kept = ['snapshot_iter_40', 'log', '.snapshot_iter_40.tmpx']
     for name in leftovers + kept:
         (tmp_path / name).write_bytes(numpy.zeros(3).tobytes())

@@ -59,3 +59,24 @@ def test_a_second_signal_ends_the_process():
                                   os.path.abspath(__file__)))))
     assert proc.stdout == '15\n'
     assert proc.returncode == -signal.SIGTERM
+
+
+def test_a_second_signal_after_the_workers_agreed_is_ignored():
+    code = ('import os, signal, time\n'
+            'import chainer_compat\n'
+            'from extensions import signal_stop\n'
+            'from test_signal_stop import OneWorker, Trainer\n'
+            'stop = signal_stop.SignalStop(OneWorker())\n'
+            'os.kill(os.getpid(), signal.SIGUSR1)\n'
+            'stop(Trainer)\n'  # the workers agree: the snapshot comes next
+            'time.sleep(2.5)\n'
+            'os.kill(os.getpid(), signal.SIGUSR1)\n'
+            'time.sleep(0.5)\n'
+            'print("stopping with", stop.signal_name)\n')
+    here = os.path.dirname(os.path.abspath(__file__))
+    proc = subprocess.run(
+        [sys.executable, '-c', code], capture_output=True, text=True,
+        timeout=60, cwd=os.path.dirname(os.path.dirname(here)),
+        env=dict(os.environ, PYTHONPATH=here))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == 'stopping with SIGUSR1\n'

@@ -465,7 +465,7 @@ def test_a_full_disk_ends_in_one_line_and_keeps_the_snapshots(small_disk):
 
     # A full disk is found before training starts.
     filler = small_disk / 'filler'
-    with open(str(filler), 'wb') as f:
+    with open(str(filler), 'wb', buffering=0) as f:
         try:
             while True:
                 f.write(b'\0' * 65536)
