@@ -3,14 +3,15 @@
 Schedulers send SIGTERM on preemption, ``scancel`` or a time limit (Slurm
 sends SIGUSR1 ahead of it with ``--signal``), Open MPI's ``mpiexec``
 forwards SIGUSR1 to every process, and Ctrl-C at a terminal sends SIGINT to
-a process started there. Any worker that receives one only sets a
-flag (a second one, 2 s or more later, ends it at once, unless the workers
-have agreed to stop already: then the snapshot is on its way, and the job
-ends with it, whatever signals follow); the update in progress finishes, and right after it every worker
-all-reduces its flag, so all of them agree in the same iteration that the job
-stops. The trainer's stop trigger then fires, the snapshot and BN-statistics
-triggers fire with it (one snapshot of that iteration, written atomically),
-and the trainer returns; the script ends with :data:`errors.STOPPED_STATUS`.
+a process started there. Any worker that receives one only sets a flag (a
+second one, 2 s or more later, ends it at once, unless the workers have
+agreed to stop already: then the snapshot is on its way, and the job ends
+with it, whatever signals follow); the update in progress finishes, and
+right after it every worker all-reduces its flag, so all of them agree in
+the same iteration that the job stops. The trainer's stop trigger then
+fires, the snapshot and BN-statistics triggers fire with it (one snapshot of
+that iteration, written atomically), and the trainer returns; the script
+ends with :data:`errors.STOPPED_STATUS`.
 """
 import contextlib
 import os
