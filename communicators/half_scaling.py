@@ -25,7 +25,6 @@ ones' elements fall under float16's normal range
 import chainer
 import numpy
 
-from communicators import half_conversion
 from communicators import segmented
 
 #: float16's largest finite value.
@@ -41,6 +40,7 @@ def max_abs(g):
     """The largest magnitude of the NumPy array ``g`` (float16 or float32)
     as a float32 scalar, inf when ``g`` holds inf or NaN (so that a MAX
     all-reduce of maxima keeps a non-finite one)."""
+    from communicators import half_conversion  # the CPU's, F16C
     if g.dtype == numpy.float16:
         if g.size == 0:
             return numpy.float32(0)
@@ -131,6 +131,7 @@ def round_as_worker(grads, summands):
     if chainer.backend.get_array_module(grads[0]) is not numpy:
         segmented.round_in_place(grads, s, inv)
         return
+    from communicators import half_conversion  # the CPU's, F16C
     for g, scale, inverse in zip(grads, s, inv):
         if g.dtype == numpy.float32 and g.flags.c_contiguous:
             half = numpy.empty(g.shape, numpy.float16)

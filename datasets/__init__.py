@@ -1,4 +1,5 @@
 """Input pipeline: ImageNet layouts, transforms and the training iterator."""
+import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
 from errors import InputError  # NOQA
 from datasets.global_order_iterator import GlobalOrderIterator  # NOQA
 from datasets.broadcast import broadcast_index  # NOQA

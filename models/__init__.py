@@ -1,4 +1,5 @@
 """Model definitions."""
+import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
 from models import chainer_layers  # NOQA
 from models.final_batch_normalization import FinalBatchNormalization  # NOQA
 from models.inference import plain_copy  # NOQA

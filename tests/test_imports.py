@@ -1,7 +1,11 @@
 """A package loads only what its device uses: the CPU engine and oneDNN are
-for CPU runs, loaded by the training script when it trains on NumPy."""
+for CPU runs, loaded by the training script when it trains on NumPy, and the
+CPU's float16 conversions and ring for mpi_fp16; each package imports alone,
+on NumPy 2 too, in a fresh interpreter."""
 import subprocess
 import sys
+
+import pytest
 
 from conftest import REPO
 
@@ -40,3 +44,28 @@ def test_the_cpu_engine_loads_onednn():
     import cpu_engine.onednn
     assert engine.startswith("['cpu_engine', ")
     assert ('libdnnl' in engine) == cpu_engine.onednn.available()
+
+
+@pytest.mark.parametrize('package', PACKAGES)
+def test_each_package_imports_alone(package):
+    out = subprocess.run([sys.executable, '-c', 'import ' + package],
+                         cwd=REPO, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_the_gpu_communicator_loads_no_cpu_float16_code():
+    code = ('import sys\n'
+            'import communicators.pure_nccl_fp16_communicator, updaters\n'
+            'print(sorted(m for m in sys.modules if m in ('
+            '"communicators._half", "communicators.half_conversion", '
+            '"communicators.ring_allreduce")))\n')
+    out = subprocess.run([sys.executable, '-c', code], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == '[]'
+    code = code.replace('communicators.pure_nccl_fp16_communicator',
+                        'communicators.mpi_fp16_communicator')
+    out = subprocess.run([sys.executable, '-c', code], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert 'communicators.ring_allreduce' in out.stdout  # the check sees
