@@ -12,7 +12,7 @@ DEMO_OUT ?= result/demo
 # for the 1.x line.
 NUMPY ?= numpy>=2
 
-.PHONY: setup demo test test-numpy1 clean
+.PHONY: setup demo test test-fast test-numpy1 clean
 
 setup: $(VENV)/.installed
 
@@ -37,6 +37,12 @@ demo: setup
 test: setup
 	$(PY) -m flake8
 	$(PY) -m pytest -q tests $(PYTEST_ARGS)
+
+# The tests that start no process (no mpiexec, no trainer run, no GPU): a
+# few minutes; `make test` runs them all.
+test-fast: setup
+	$(PY) -m flake8
+	FAST_TIER=1 $(PY) -m pytest -q -m 'not integration and not gpu' tests
 
 # The suite on the NumPy 1.x line, in its own venv (.ci/run runs both),
 # without the tests of the launchers (a real Slurm, emulated nodes) and of

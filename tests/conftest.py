@@ -61,3 +61,51 @@ def run_mpi(n, args, timeout=180, cwd=REPO, env=None, check=True):
 @pytest.fixture
 def mpirun():
     return run_mpi
+
+
+#: What in a test module's source starts a training, launcher or Python
+#: process: its tests, and those of tests/integration, get the
+#: ``integration`` mark (``make test-fast`` leaves them out).
+STARTS_PROCESSES = ('subprocess', 'run_mpi', 'mpirun', 'mpi_command',
+                    'sys.executable', 'assert_prints_ok')
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    sources = {}
+    for item in items:
+        path = str(item.fspath)
+        if path not in sources:
+            with open(path) as f:
+                source = f.read()
+            sources[path] = os.sep + 'integration' + os.sep in path or any(
+                word in source for word in STARTS_PROCESSES)
+        if sources[path]:
+            item.add_marker(pytest.mark.integration)
+
+
+def _is_a_process_of_ours(argv):
+    """Whether ``argv`` starts Python, a launcher or a job script."""
+    first = os.path.basename(str(argv[0] if isinstance(argv, (list, tuple))
+                                 else argv).split()[0])
+    return (first.startswith(('python', 'mpiexec', 'mpirun', 'srun',
+                              'sbatch')) or first.endswith('.sh'))
+
+
+@pytest.fixture(autouse=True)
+def _unmarked_tests_start_no_process(request, monkeypatch):
+    """In the fast tier (``FAST_TIER=1``), a test without the
+    ``integration`` mark that starts one fails, so that the mark stays
+    true."""
+    if os.environ.get('FAST_TIER') != '1' or request.node.get_closest_marker(
+            'integration'):
+        return
+    popen = subprocess.Popen.__init__
+
+    def guarded(self, args, *rest, **kwargs):
+        if _is_a_process_of_ours(args):
+            raise AssertionError('{} starts {}: mark its module (conftest.'
+                                 'STARTS_PROCESSES)'.format(
+                                     request.node.nodeid, args))
+        popen(self, args, *rest, **kwargs)
+    monkeypatch.setattr(subprocess.Popen, '__init__', guarded)
