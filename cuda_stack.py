@@ -12,7 +12,7 @@ stack that cannot train on a GPU into one line. A trainer calls them as::
     import chainer
     ...
     if on_gpu:
-        with failures.flag_errors('--gpu'):
+        with job.flag_errors('--gpu'):
             try:
                 cuda_stack.check(args.allow_no_cudnn)
             except cuda_stack.CudnnOffError as e:

@@ -30,7 +30,6 @@ GPU.
 """
 import argparse
 import dataclasses
-import functools
 import json
 import os
 import sys
@@ -41,15 +40,12 @@ import cuda_stack
 cuda_stack.preload()  # before chainer: pip's CUDA libraries (docs/gpu.md)
 
 import chainer  # NOQA: E402
-import chainer.links as L  # NOQA: E402
-import chainermn  # NOQA: E402
 import numpy  # NOQA: E402
 
 from benchmarks import train_step  # NOQA: E402
 import communicators  # NOQA: E402
 import errors  # NOQA: E402
 import models  # NOQA: E402
-from optimizers import NonFiniteGradientGuard  # NOQA: E402
 from optimizers import recipes  # NOQA: E402
 import updaters  # NOQA: E402
 
@@ -67,26 +63,21 @@ class SameBatch(chainer.dataset.Iterator):
 def chainer_step(device, comm, size, batchsize, recipe):
     """The trainer's update on ``device`` as a closure, and the optimizer.
 
-    Built as train_imagenet.py builds it, with the learning rate at 0.
+    Built as train_imagenet.py builds it (:func:`models.build_classifier`,
+    :func:`optimizers.recipes.create_multi_node_optimizer`), with the
+    learning rate at 0.
     """
     mixed16 = recipe.dtype == 'mixed16'
-    with chainer.using_config('dtype', chainer.mixed16 if mixed16
-                              else numpy.float32):
-        predictor = models.ResNet50(norm=models.FinalBatchNormalization)
-        if mixed16:
-            predictor = models.MixedPrecision(predictor)
-        model = L.Classifier(predictor, lossfun=functools.partial(
-            models.label_smoothed_cross_entropy, eps=recipe.label_smoothing))
+    model = models.build_classifier(
+        1000, dtype=recipe.dtype, zero_init=recipe.zero_init_residual,
+        label_smoothing=recipe.label_smoothing)
     model.to_device(device)
-    actual = recipes.create_optimizer(recipe)
+    optimizer = recipes.create_multi_node_optimizer(recipe, model, comm)
+    actual = optimizer.actual_optimizer
     for attr, schedule in recipes.hyperparameter_schedules(
             recipe, batchsize).items():
         setattr(actual, attr, schedule(0.0))
     actual.lr = 0
-    optimizer = chainermn.create_multi_node_optimizer(actual, comm)
-    optimizer.setup(model)
-    optimizer.add_hook(NonFiniteGradientGuard(checked_by=comm))
-    recipes.add_hooks(optimizer, recipe)
     rng = numpy.random.RandomState(1)
     x = device.send(rng.randn(batchsize, 3, size, size).astype(numpy.float32))
     t = device.send(rng.randint(0, 1000, batchsize).astype(numpy.int32))

@@ -10,7 +10,7 @@ inode), then for each rank count and each path runs ``mpiexec -n N`` of
 this module's ``--rank`` mode, which does what train_imagenet.py does
 before its first iteration:
 
-    new: ``datasets.load_index`` inside ``failures.agree`` (rank 0 reads
+    new: ``datasets.load_index`` inside ``job.agree`` (rank 0 reads
          and checks, the others receive the arrays by MPI_Bcast), then the
          GlobalOrderIterator and the validation iterator
     old: every rank reads and checks the list files into a list of
@@ -143,7 +143,7 @@ def rank_main(args):
         p.start()
         p.join()
     import chainermn
-    from communicators import failures
+    import job
     import datasets
     comm = chainermn.create_communicator('naive')
     mpi_up = time.time() - launch
@@ -151,7 +151,7 @@ def rank_main(args):
     train_list = os.path.join(args.dir, 'train.txt')
     val_list = os.path.join(args.dir, 'val.txt')
     if args.path == 'new':
-        train, val, n_class = failures.agree(
+        train, val, n_class = job.agree(
             comm, datasets.load_index, comm, train_list, val_list, args.dir)
     else:
         train = old_read_list_file(train_list, args.dir)

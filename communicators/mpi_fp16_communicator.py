@@ -37,6 +37,9 @@ class MpiFp16Communicator(NaiveCommunicator):
     #: gradients and raises :class:`~errors.NonFiniteGradientError` itself,
     #: so an optimizer hook need not check them again.
     checks_non_finite = True
+    #: The gradients travel in float16: a worker's gradient is rounded, as
+    #: ``updaters.MicroBatchUpdater`` rounds each virtual worker's.
+    rounds_to_float16 = True
 
     def __init__(self, mpi_comm):
         super(MpiFp16Communicator, self).__init__(mpi_comm)

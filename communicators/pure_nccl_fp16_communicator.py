@@ -36,6 +36,9 @@ class PureNcclFp16Communicator(PureNcclCommunicator):
     #: gradients and raises :class:`~errors.NonFiniteGradientError` itself,
     #: so an optimizer hook need not check them again.
     checks_non_finite = True
+    #: The gradients travel in float16: a worker's gradient is rounded, as
+    #: ``updaters.MicroBatchUpdater`` rounds each virtual worker's.
+    rounds_to_float16 = True
 
     def __init__(self, mpi_comm):
         super(PureNcclFp16Communicator, self).__init__(mpi_comm)

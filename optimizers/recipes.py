@@ -28,6 +28,7 @@ import math
 import typing
 
 import chainer
+import chainermn
 
 from errors import ParameterError
 from extensions import schedules
@@ -35,6 +36,7 @@ from extensions.hyperparameter_schedule import HyperparameterSchedule
 from optimizers.corrected_momentum_sgd import CorrectedMomentumSGD
 from optimizers.lars import LARS
 from optimizers.loss_scaling import DynamicLossScale
+from optimizers.non_finite_guard import NonFiniteGradientGuard
 from optimizers.rmsprop_warmup import RMSpropWarmup
 from optimizers.weight_decay import BIAS_PARAMS
 from optimizers.weight_decay import NORMALIZATION_PARAMS
@@ -292,6 +294,18 @@ def add_hooks(optimizer, recipe, cpu_kernels=None):
         return
     for param in optimizer.target.params():
         param.update_rule.add_hook(hook)
+
+
+def create_multi_node_optimizer(recipe, model, comm, cpu_kernels=None):
+    """The recipe's optimizer of ``model`` over ChainerMN's ``comm``, set
+    up, with the non-finite guard (which trusts a communicator that checks
+    itself) and the recipe's hooks (:func:`add_hooks`)."""
+    optimizer = chainermn.create_multi_node_optimizer(
+        create_optimizer(recipe, cpu_kernels), comm)
+    optimizer.setup(model)
+    optimizer.add_hook(NonFiniteGradientGuard(checked_by=comm))
+    add_hooks(optimizer, recipe, cpu_kernels)
+    return optimizer
 
 
 def create_loss_scale(recipe):

@@ -4,7 +4,7 @@ Usage: index_broadcast.py IMAGE_DIR TRAIN VAL [ROOT]
 Counts, per rank, the file-system calls (stat, lstat, listdir, scandir,
 open) on paths under IMAGE_DIR through wrappers of those functions, loads
 the index as train_imagenet.py does (:func:`datasets.load_index` inside
-``failures.agree``), has a loader process of a GlobalOrderIterator read
+``job.agree``), has a loader process of a GlobalOrderIterator read
 from the received index, and prints one JSON line per rank.
 """
 import builtins
@@ -56,12 +56,12 @@ def main():
     p.join()
 
     import chainermn
-    from communicators import failures
+    import job
     import datasets
 
     comm = chainermn.create_communicator('naive')
-    with failures.ending_the_job(out=None):
-        train, val, n_class = failures.agree(
+    with job.ending_the_job(out=None):
+        train, val, n_class = job.agree(
             comm, datasets.load_index, comm, *sys.argv[2:])
     n_calls = len(calls)
     args = (train, 1, pair_transform, comm.rank, comm.size)

@@ -1,4 +1,8 @@
-"""How a failure on one worker or on all of them ends the MPI job.
+"""The job around a training run: preparing the process, claiming --out,
+choosing the GPU, agreeing on input across the workers, naming flags in
+errors, and how the job ends.
+
+How a failure on one worker or on all of them ends the MPI job:
 
 - Bad input found while starting: :func:`agree` runs each worker's checks
   and gathers their failures, so every worker raises the same
@@ -24,6 +28,9 @@ A job of one process ends with its status instead of an abort, so that MPI
 finalizes and removes its shared-memory files.
 """
 import contextlib
+import errno
+import multiprocessing.forkserver
+import multiprocessing.resource_tracker
 import multiprocessing.util
 import os
 import shutil
@@ -32,11 +39,15 @@ import tempfile
 import traceback
 import weakref
 
+import cuda_stack
+from datasets.decoding import UndecodableImageError
 from errors import DIVERGED_STATUS
 from errors import STOPPED_STATUS
 from errors import InputError
 from errors import NonFiniteGradientError
 from errors import ParameterError
+from extensions import run_directory
+from extensions import signal_stop
 import processes
 
 
@@ -203,3 +214,129 @@ def _release_local_resources():
         weakref.finalize._exitfunc()
     except Exception:  # the abort must happen whatever fails here
         pass
+
+
+#: Environment variables that MPI launchers set in every process they start.
+LAUNCHED = ('OMPI_COMM_WORLD_SIZE', 'PMIX_RANK', 'PMI_RANK', 'PMI_SIZE')
+
+
+def prepare_process(loaders):
+    """Ready this process before MPI starts. Without a launcher, Open MPI's
+    shared-memory transport is off (its 16 MiB file would stay in /dev/shm,
+    with no daemon to remove it). Temporary files go to the job's session
+    folder. The resource tracker (it removes the shared-memory index of a
+    worker that MPI_Abort ended, without a warning) and, with ``loaders``,
+    the loaders' forkserver start now: forks of a process that has started
+    MPI crash on InfiniBand; both ignore the stop signals."""
+    if not any(name in os.environ for name in LAUNCHED):
+        os.environ.setdefault('OMPI_MCA_btl', 'self')
+    sys.warnoptions.append('ignore:resource_tracker:UserWarning')
+    use_the_jobs_session_directory()
+    with signal_stop.ignoring():
+        multiprocessing.resource_tracker.ensure_running()
+        if loaders:
+            multiprocessing.set_start_method('forkserver', force=True)
+            multiprocessing.forkserver.ensure_running()
+
+
+@contextlib.contextmanager
+def naming(flag):
+    """A library's error about a value it was given (a file, whose message
+    starts with the path) names the flag too: ``--mean m.npy: no such
+    file``."""
+    try:
+        yield
+    except InputError as e:
+        raise InputError('{} {}'.format(flag, e))
+
+
+#: The lock files of the output directories this process claimed: a lock
+#: lasts while its file is open, until the process ends.
+_locks = []
+
+
+def claim_output(out, resume):
+    """Lock ``out`` (``--out``) for this job and refuse it if it holds a run
+    that this one (``resume``) does not continue."""
+    try:
+        _locks.append(run_directory.claim(out))
+        run_directory.check_not_another_run(out, resume)
+    except run_directory.DirectoryInUse as e:
+        raise JobInputError(
+            '--out {}; wait for it to end or choose another --out'.format(e))
+    except run_directory.HoldsAnotherRun as e:
+        raise JobInputError(
+            '--out {}; continue it with --resume auto, or choose another '
+            '--out'.format(e))
+    except run_directory.FileInTheWay as e:
+        raise JobInputError('--out {}'.format(e))
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise JobInputError('--out {}'.format(
+                run_directory.NoSpace(out, run_directory.free_bytes(out))))
+        raise JobInputError('--out {}: not writable ({})'.format(
+            out, e.strerror or e))
+
+
+def check_free_space(out, model):
+    """Refuse ``out`` unless one snapshot and the trained model fit: per
+    element the parameter, up to two float32 optimizer buffers (RMSprop
+    warm-up's), a float32 master of a float16 parameter (mixed16), then the
+    parameter again in float32 (model.npz): 16 bytes, 18 under mixed16."""
+    needed = sum(param.array.nbytes + 4 * param.size * (
+        4 if param.dtype.itemsize == 2 else 3) for param in model.params())
+    try:
+        run_directory.check_free_space(out, needed)
+    except run_directory.NoSpace as e:
+        raise JobInputError('--out {}'.format(e))
+
+
+def check_gpu_stack(flag, allow_no_cudnn, need_nccl):
+    """:func:`cuda_stack.check`, its line naming ``flag``."""
+    with flag_errors(flag):
+        try:
+            cuda_stack.check(allow_no_cudnn, need_nccl)
+        except cuda_stack.CudnnOffError as e:
+            raise InputError('{}, or pass --allow-no-cudnn to train without '
+                             'it'.format(e))
+
+
+def choose_gpu(comm, flag, requested=None):
+    """The id of the GPU this worker trains on (``requested``, or by its
+    intra-node rank: :func:`cuda_stack.device_for`), refused in one line
+    naming ``flag`` when it is not visible or two ranks would share it."""
+    with naming(flag):
+        device_id = agree(comm, cuda_stack.device_for, comm.intra_rank,
+                          cuda_stack.visible_gpus(), requested)
+        agree(comm, cuda_stack.check_not_shared,
+              comm.mpi_comm.allgather(cuda_stack.placement(device_id)))
+    return device_id
+
+
+@contextlib.contextmanager
+def training(out):
+    """What the training loop raises, as the job's endings: an
+    undecodable image as bad input, a full disk at a log or a plot as a
+    snapshot's own :class:`run_directory.NoSpace`."""
+    try:
+        yield
+    except UndecodableImageError as e:
+        raise InputError(
+            '{}; fix or remove it, or pass --skip-bad-images'.format(e))
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise run_directory.NoSpace(
+            e.filename or out, run_directory.free_bytes(out),
+            note='the snapshots written before it are intact') from None
+
+
+def check_stopped(stop, trainer, out, snapshot_name):
+    """:class:`Stopped` when a stop signal, not the training length, ended
+    the run (``stop``: its :class:`signal_stop.SignalStop`)."""
+    if stop.signal_number and not trainer.stop_trigger.reached:
+        raise Stopped(
+            'stopped by {} after iteration {}; its snapshot is {}; continue '
+            'with --resume auto'.format(
+                stop.signal_name, stop.iteration, os.path.join(
+                    out, snapshot_name.format(stop.iteration))))

@@ -1,10 +1,10 @@
-"""communicators.failures: agreeing on bad input, and how each failure ends
+"""job: agreeing on bad input, and how each failure ends
 the job (one line, exit status), with stand-ins for MPI."""
 import sys
 
 import pytest
 
-from communicators import failures
+import job
 from errors import InputError
 from errors import NonFiniteGradientError
 
@@ -27,7 +27,7 @@ class FakeComm(object):
 
 def test_agree_returns_the_check_when_every_worker_passes():
     comm = FakeComm(1, [None, None])
-    assert failures.agree(comm, lambda a, b: a + b, 2, 3) == 5
+    assert job.agree(comm, lambda a, b: a + b, 2, 3) == 5
     assert comm.gathered == [None]
 
 
@@ -35,17 +35,17 @@ def test_agree_raises_this_workers_failure_everywhere():
     def check():
         raise InputError('train.txt:3: label 10 out of range')
     comm = FakeComm(0, [None])
-    with pytest.raises(failures.JobInputError,
+    with pytest.raises(job.JobInputError,
                        match=r'^train.txt:3: label 10 out of range$'):
-        failures.agree(comm, check)
+        job.agree(comm, check)
     assert comm.gathered == ['train.txt:3: label 10 out of range']
 
 
 def test_agree_raises_the_first_failure_of_another_worker():
     comm = FakeComm(2, [None, 'rank 1 failed', 'rank 3 failed'])
-    with pytest.raises(failures.JobInputError, match='^rank 1 failed$'):
-        failures.agree(comm, lambda: 'fine')
-    assert issubclass(failures.JobInputError, InputError)
+    with pytest.raises(job.JobInputError, match='^rank 1 failed$'):
+        job.agree(comm, lambda: 'fine')
+    assert issubclass(job.JobInputError, InputError)
 
 
 def test_agree_lets_other_errors_through():
@@ -53,14 +53,14 @@ def test_agree_lets_other_errors_through():
         raise KeyError('bug')
     comm = FakeComm(0, [None])
     with pytest.raises(KeyError):
-        failures.agree(comm, check)
+        job.agree(comm, check)
 
 
 def test_node_ranks_names_each_nodes_ranks_in_order():
     from mpi4py import MPI
     here = MPI.Get_processor_name()
     comm = FakeComm(0, ['n2', 'n2', 'n3', 'n2', here])
-    assert failures.node_ranks(comm.mpi_comm) == (
+    assert job.node_ranks(comm.mpi_comm) == (
         'nodes: {0} ranks 0,5, n2 ranks 1-2,4, n3 ranks 3'.format(here))
 
 
@@ -92,15 +92,15 @@ def world(monkeypatch):
 
     def release():
         fake.released += 1
-    monkeypatch.setattr(failures, '_world', lambda: fake)
-    monkeypatch.setattr(failures, '_release_local_resources', release)
+    monkeypatch.setattr(job, '_world', lambda: fake)
+    monkeypatch.setattr(job, '_release_local_resources', release)
     return fake
 
 
 def end(error, out='result/run'):
     """Raises ``error`` inside ending_the_job; the exit status."""
     with pytest.raises(SystemExit) as info:
-        with failures.ending_the_job(out):
+        with job.ending_the_job(out):
             raise error
     return info.value.code
 
@@ -114,7 +114,7 @@ def stderr_lines(capsys):
 @pytest.mark.parametrize('rank', [0, 1])
 def test_bad_input_of_the_job_exits_2_reported_once(world, capsys, rank):
     world.rank = rank
-    assert end(failures.JobInputError('--seed must be non-negative')) == 2
+    assert end(job.JobInputError('--seed must be non-negative')) == 2
     assert stderr_lines(capsys) == (
         ['train_imagenet.py: error: --seed must be non-negative']
         if rank == 0 else [])
@@ -124,7 +124,7 @@ def test_bad_input_of_the_job_exits_2_reported_once(world, capsys, rank):
 def test_bad_input_of_one_worker_aborts_with_2(world, capsys):
     world.rank = 3
     with pytest.raises(Aborted):
-        with failures.ending_the_job('out'):
+        with job.ending_the_job('out'):
             raise InputError('a.jpg: cannot be decoded')
     assert world.aborted == 2 and world.released == 1
     assert stderr_lines(capsys) == [
@@ -145,7 +145,7 @@ def test_divergence_exits_3_reported_once(world, capsys, rank):
 
 def test_anything_else_prints_the_traceback_and_aborts_with_1(world, capsys):
     with pytest.raises(Aborted):
-        with failures.ending_the_job('out'):
+        with job.ending_the_job('out'):
             raise ZeroDivisionError('a bug')
     assert world.aborted == 1 and world.released == 1
     err = capsys.readouterr().err
@@ -154,7 +154,7 @@ def test_anything_else_prints_the_traceback_and_aborts_with_1(world, capsys):
 
 
 def test_a_run_that_ends_well_is_left_alone(world, capsys):
-    with failures.ending_the_job('out'):
+    with job.ending_the_job('out'):
         pass
     assert world.aborted is None
     assert capsys.readouterr() == ('', '')
@@ -171,7 +171,7 @@ def test_bad_input_of_a_job_of_one_process_exits_2(world, capsys):
 @pytest.mark.parametrize('rank', [0, 1])
 def test_a_stop_signal_exits_4_reported_once(world, capsys, rank):
     world.rank = rank
-    assert end(failures.Stopped('stopped by SIGTERM after iteration 7')) == 4
+    assert end(job.Stopped('stopped by SIGTERM after iteration 7')) == 4
     assert stderr_lines(capsys) == (
         ['train_imagenet.py: stopped by SIGTERM after iteration 7']
         if rank == 0 else [])
