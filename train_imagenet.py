@@ -46,7 +46,8 @@ def parse_args(argv):
         help='network (default: %(default)s)')
     add('--width', type=float, default=1.0,
         help='channel-width multiplier (default: 1, ResNet-50 itself)')
-    add('--n-class', type=int, help='classes (default: folders, or 1000)')
+    add('--n-class', type=int, help='classes (default: the class folders, '
+        'or the largest label of the list files + 1)')
     add('--batchsize', '-B', type=int, default=32,
         help='images per worker per micro-batch (default: %(default)s)')
     add('--accumulate', type=int, default=1,
@@ -260,8 +261,10 @@ def train(args, recipe):
         print('workers: {}  minibatch per worker: {} x {} micro-batches  '
               'total minibatch: {}'.format(comm.size, args.batchsize,
                                            args.accumulate, total_batchsize))
-        print('training images: {}  validation images: {}  classes: {}'
-              .format(len(train_set), len(val_set), n_class))
+        print('training images: {}  validation images: {}  classes: {} '
+              '({})'.format(len(train_set), len(val_set), n_class,
+                            datasets.class_count_source(args.train,
+                                                        args.n_class)))
 
     # The iterators; on GPUs the images travel as uint8 and are normalized
     # on the device (a per-pixel mean: on the host)
@@ -330,10 +333,12 @@ def train(args, recipe):
 
 def add_extensions(trainer, args, comm, stop, config, model, recipe,
                    optimizer, val_iter, converter, length, total_batchsize):
-    """Every run logs and snapshots at its end, and snapshots when a stop
-    signal ends it early; validation, BN statistics, throughput, the
-    schedules, the stall watchdog and rank 0's reports."""
-    val_trigger = length if args.test else (args.val_interval, 'epoch')
+    """Every run validates, logs and snapshots at its end, and snapshots
+    when a stop signal ends it early; validation, BN statistics,
+    throughput, the schedules, the stall watchdog and rank 0's reports."""
+    # validation also at the end: the closing line scores model.npz
+    val_trigger = length if args.test else extensions.AnyOfTriggers(
+        [(args.val_interval, 'epoch'), length])
     snapshot_triggers = [length, stop.requested] + (
         [] if args.test else [(args.snapshot_interval, 'epoch')]) + (
         [(args.snapshot_iterations, 'iteration')]

@@ -19,3 +19,4 @@ from datasets.decoding import DECODERS  # NOQA
 from datasets.decoding import UndecodableImageError  # NOQA
 from datasets.validation import validation_iterator  # NOQA
 from datasets.fingerprint import fingerprint  # NOQA
+from datasets.broadcast import class_count_source  # NOQA

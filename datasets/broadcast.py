@@ -7,6 +7,7 @@ its three arrays by ``MPI_Bcast`` of raw buffers (about 60 MB for ImageNet),
 not as a pickled list of tuples.
 """
 import functools
+import os
 import time
 
 from datasets import in_memory
@@ -65,6 +66,16 @@ def load_datasets(comm, train, val, root='.', n_class=None, side=None):
     if train.endswith('.npz'):
         return in_memory.read_datasets(train, val, side, n_class)
     return load_index(comm, train, val, root, n_class)
+
+
+def class_count_source(train, n_class=None):
+    """Where the class count of :func:`load_datasets` comes from, in words,
+    for the line that prints it."""
+    if n_class is not None:
+        return '--n-class'
+    if os.path.isdir(train):
+        return 'the class folders'
+    return 'the class names, or the largest label + 1'
 
 
 def load_index(comm, train, val, root='.', n_class=None):

@@ -120,13 +120,15 @@ def read_datasets(train, val, root='.', n_class=None):
     """The checked training and validation indexes and the number of classes.
 
     Class-folder validation sets take the training set's class names; with
-    ``n_class`` None it is the number of training classes (1000 for a list
-    file).
+    ``n_class`` None it is the number of training classes, or for list files
+    the largest label of either set + 1.
     """
     train_index, class_names = read_dataset(train, root)
     val_index, _ = read_dataset(val, root, class_names)
     if n_class is None:
-        n_class = len(class_names) if class_names else 1000
+        n_class = len(class_names) if class_names else 1 + max(
+            int(index.labels.max()) if len(index) else 0
+            for index in (train_index, val_index))
     check_labels(train_index, n_class, train)
     check_labels(val_index, n_class, val)
     return train_index, val_index, n_class

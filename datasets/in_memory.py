@@ -108,8 +108,8 @@ def read_datasets(train, val, side, n_class=None):
     """The training and validation ``.npz`` and the number of classes,
     checked as :func:`datasets.image_list.read_datasets` checks its layouts.
 
-    ``n_class`` None is the number of the training set's class names (1000
-    without names, as for list files).
+    ``n_class`` None is the number of the training set's class names (the
+    largest label + 1 without names, as for list files).
     """
     if not val.endswith('.npz'):
         raise InputError('dataset {}: the validation set must be an .npz '
@@ -118,7 +118,8 @@ def read_datasets(train, val, side, n_class=None):
     if val_set.class_names and val_set.class_names != train_set.class_names:
         raise InputError('dataset {}: its class names are not those of {}'
                          .format(val, train))
-    n_class = n_class or len(train_set.class_names) or 1000
+    n_class = n_class or len(train_set.class_names) or 1 + max(
+        int(d.labels.max()) if len(d) else 0 for d in (train_set, val_set))
     for path, dataset in ((train, train_set), (val, val_set)):
         labels = dataset.labels
         bad = numpy.flatnonzero((labels < 0) | (labels >= n_class))

@@ -113,7 +113,8 @@ class _WithoutEscapes(object):
 
 
 def summary_line(trainer, seconds):
-    """One line closing a run: where it ended, its last validation, the time
+    """One line closing a run: where it ended, its last validation (that of
+    the final weights, the trained model's, when it validated last), the time
     this process trained and where its trained model, log and snapshots
     are."""
     updater = trainer.updater
@@ -125,10 +126,13 @@ def summary_line(trainer, seconds):
     if validated:
         last = validated[-1]
         parts.append('validation top-1 {:.2%}, top-5 {:.2%}, loss {:.4g} '
-                     '(epoch {:.2f})'.format(
+                     '({})'.format(
                          last['validation/main/accuracy'],
                          last['validation/main/top5'],
-                         last['validation/main/loss'], last['epoch']))
+                         last['validation/main/loss'],
+                         'the final weights' if last['iteration'] ==
+                         updater.iteration else 'epoch {:.2f}'.format(
+                             last['epoch'])))
     minutes, secs = divmod(int(round(seconds)), 60)
     parts.append('{}m{:02d}s'.format(minutes, secs))
     snapshots = sorted((name for name in os.listdir(trainer.out)

@@ -119,7 +119,9 @@ def test_read_datasets_checks_list_file_labels_against_n_class(folders,
                                                                tmp_path):
     train = listing(tmp_path, 'a_dog/0.jpg 0\n')
     val = listing(tmp_path, 'b_cat/1.jpg 5\n', 'val.txt')
-    assert datasets.read_datasets(train, val, str(folders))[2] == 1000
+    # the largest label of either list + 1, unless --n-class says more
+    assert datasets.read_datasets(train, val, str(folders))[2] == 6
+    assert datasets.read_datasets(train, val, str(folders), 1000)[2] == 1000
     with pytest.raises(errors.InputError,
                        match=r'val\.txt: label 5 .* out of range \[0, 5\)'):
         datasets.read_datasets(train, val, str(folders), n_class=5)

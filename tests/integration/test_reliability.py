@@ -485,9 +485,13 @@ def test_a_short_run_logs_snapshots_and_closes_with_a_summary(tmp_path):
         'snapshot_iter_2']
     assert '\033' not in proc.stdout  # output to a file: no escapes
     last = proc.stdout.strip().splitlines()[-1]
-    assert re.match(r'finished at iteration 2 \(epoch 0\.01\); \d+m\d\ds; '
-                    r'model.npz, log and 1 snapshot\(s\) in {} \(newest '
-                    r'snapshot_iter_2\)$'.format(re.escape(out)), last), last
+    # a run that ends before its first scheduled validation validates the
+    # weights it saves
+    assert re.match(r'finished at iteration 2 \(epoch 0\.01\); validation '
+                    r'top-1 [0-9.]+%, top-5 [0-9.]+%, loss [0-9.e+-]+ \(the '
+                    r'final weights\); \d+m\d\ds; model.npz, log and 1 '
+                    r'snapshot\(s\) in {} \(newest snapshot_iter_2\)$'.format(
+                        re.escape(out)), last), last
 
     again = run_mpi(2, TINY + ['--iterations', '2', '--out', out,
                                '--resume', 'auto'])
