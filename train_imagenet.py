@@ -8,6 +8,7 @@ SGD: Training ResNet-50 on ImageNet in 15 Minutes". ``train`` and ``val`` are
 list files or class folders; with neither, the embedded demo data set.
 """
 import argparse
+import dataclasses
 import functools
 import math
 import re
@@ -210,7 +211,7 @@ def read_inputs(args, recipe, comm):
         accumulate=args.accumulate, seed=args.seed, dtype=recipe.dtype,
         recipe=recipe.name, optimizer=recipe.optimizer,
         momentum_correction=recipe.momentum_correction, lars=recipe.lars,
-        dataset=datasets.fingerprint(train))
+        dataset=datasets.fingerprint(train), bn_variance=args.bn_variance)
     if args.allow_new_dataset:
         config.free_keys = ('dataset',)
     if comm.rank == 0:
@@ -323,12 +324,29 @@ def train(args, recipe):
         trainer.run(show_loop_exception_msg=False)
     job.check_stopped(stop, trainer, args.out, snapshots.SNAPSHOT_NAME)
     if comm.rank == 0:
-        snapshots.AtomicWriter()(
-            snapshots.MODEL_NAME, args.out, models.plain_copy(
-                model.predictor, functools.partial(
-                    models.archs[args.arch], n_class, width=args.width)))
+        snapshots.AtomicWriter()(snapshots.MODEL_NAME, args.out, model_file(
+            args, recipe, model, n_class, getattr(
+                train_set, 'class_names', None), mean, trainer))
         print(extensions.summary_line(trainer, time.time() - start),
               flush=True)
+
+
+def model_file(args, recipe, model, n_class, class_names, mean, trainer):
+    """model.npz's content: the plain network (:func:`models.plain_copy`)
+    and its metadata (:class:`models.saved_model.ModelFile`)."""
+    validated = [entry for entry in trainer.get_extension('LogReport').log
+                 if 'validation/main/accuracy' in entry]
+    return models.saved_model.ModelFile(models.plain_copy(
+        model.predictor, functools.partial(
+            models.archs[args.arch], n_class, width=args.width)), dict(
+        arch=args.arch, width=args.width, n_class=n_class,
+        class_names=list(class_names or datasets.class_names_of(args.train)),
+        crop_size=args.crop_size, resize=args.resize, mean=mean,
+        recipe=dataclasses.asdict(recipe), validation={
+            key: validated[-1][key] for key in (
+                'validation/main/accuracy', 'validation/main/top5',
+                'validation/main/loss', 'iteration', 'epoch')}
+        if validated else {}))
 
 
 def add_extensions(trainer, args, comm, stop, config, model, recipe,

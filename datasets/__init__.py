@@ -7,6 +7,7 @@ from datasets.broadcast import load_datasets  # NOQA
 from datasets.broadcast import load_index  # NOQA
 from datasets.image_index import ImageIndex  # NOQA
 from datasets.image_list import check_labels  # NOQA
+from datasets.image_list import class_names_of  # NOQA
 from datasets.image_list import read_class_folders  # NOQA
 from datasets.image_list import read_datasets  # NOQA
 from datasets.image_list import read_list_file  # NOQA

@@ -72,8 +72,7 @@ def read_class_folders(path, class_names=None):
     """
     if not os.path.isdir(path):
         raise InputError('dataset folder {}: no such directory'.format(path))
-    found = sorted(d for d in os.listdir(path)
-                   if os.path.isdir(os.path.join(path, d)))
+    found = class_names_of(path)
     if class_names is None:
         class_names = found
     unknown = sorted(set(found) - set(class_names))
@@ -85,6 +84,15 @@ def read_class_folders(path, class_names=None):
         raise InputError('dataset folder {}: no images found in class folders'
                          .format(path))
     return index, class_names
+
+
+def class_names_of(path):
+    """The class names of a training set: its class folders' names, sorted
+    (the labels' order), or none for a list file."""
+    if not os.path.isdir(path):
+        return []
+    return sorted(d for d in os.listdir(path)
+                  if os.path.isdir(os.path.join(path, d)))
 
 
 def _folder_entries(path, class_names):

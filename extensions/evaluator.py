@@ -33,7 +33,7 @@ class DistributedEvaluator(extensions.Evaluator):
         with chainer.no_backprop_mode(), chainer.using_config('train', False):
             for batch in (it if len(it.dataset) else ()):  # may be empty
                 x, t = self.converter(batch, self.device)
-                sums += _batch_sums(predictor(x).array, t)
+                sums += batch_sums(predictor(x).array, t)
         loss, top1, top5, count = self.comm.mpi_comm.allreduce(sums)
         observation = {}
         with chainer.reporter.report_scope(observation):
@@ -42,7 +42,7 @@ class DistributedEvaluator(extensions.Evaluator):
         return observation
 
 
-def _batch_sums(y, t, k=5):
+def batch_sums(y, t, k=5):
     """Summed loss, top-1 hits, top-k hits and the count of one batch."""
     xp = chainer.backend.get_array_module(y)
     loss = F.softmax_cross_entropy(y, t, reduce='no').array.sum()

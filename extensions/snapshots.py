@@ -244,7 +244,7 @@ class RunConfiguration(extension.Extension):
     priority = extension.PRIORITY_READER
     #: Keys that snapshots written before them do not hold.
     LATER_KEYS = ('recipe', 'optimizer', 'momentum_correction', 'lars',
-                  'dataset')
+                  'dataset', 'bn_variance')
 
     def __init__(self, **config):
         self.config = config

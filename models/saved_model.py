@@ -1,0 +1,147 @@
+"""model.npz: the trained network and what it takes to use it.
+
+Beside the network's arrays (the keys ``chainer.serializers.load_npz``
+reads into :class:`models.ResNet50`), the file holds plain arrays under
+``metadata/``, no pickle: the format, the architecture, width and class
+count, the class names, the preprocessing (resize, crop, mean), the recipe
+and the final validation figures. :func:`load` reads such a file, a
+model.npz written before the metadata (its width and classes read from the
+shapes of its first and last layers), or a trainer's snapshot (turned into
+the same plain network as the trainer's own model.npz, with
+:func:`models.plain_copy`).
+"""
+import json
+import os
+import zipfile
+
+import chainer
+from chainer.serializers import npz
+import numpy
+
+from errors import InputError
+from models import chainer_layers
+from models.builder import ARCHS
+from models.builder import build_classifier
+from models.inference import plain_copy
+
+#: ``metadata/format`` of the files this module writes.
+FORMAT = 'chainer-largebatch-resnet50 model 1'
+METADATA = 'metadata/'
+#: What the network takes, in words (also ``metadata/preprocessing``).
+PREPROCESSING = ('RGB, the shorter side resized to `resize` (bilinear) and '
+                 'the longer one centre-cropped, the centre `crop_size` '
+                 'square, (pixel - mean) / 255 in float32, CHW')
+_SNAPSHOT_MODEL = 'updater/model:main/'
+_SNAPSHOT_CONFIG = 'extensions/run_configuration/'
+
+
+class ModelFile(object):
+    """What ``chainer.serializers.save_npz`` (or the trainer's atomic
+    writer) saves as model.npz: ``network``'s arrays and ``metadata``, a
+    dict of values NumPy stores without pickle (numbers, strings, lists of
+    strings, arrays; dicts as JSON)."""
+
+    def __init__(self, network, metadata):
+        self.network = network
+        self.metadata = dict(metadata, format=FORMAT,
+                             preprocessing=PREPROCESSING)
+
+    def serialize(self, serializer):
+        self.network.serialize(serializer)
+        for key, value in sorted(self.metadata.items()):
+            if isinstance(value, dict):
+                value = json.dumps(value, sort_keys=True)
+            if isinstance(value, (list, tuple)) and not value:
+                value = numpy.zeros(0, 'U1')
+            serializer(METADATA + key, numpy.asarray(value))
+
+
+def load(path):
+    """``(network, metadata)`` of a model.npz or a trainer's snapshot:
+    the plain float32 network on the CPU and its metadata (the keys of
+    :class:`ModelFile`; a snapshot's or an older model's have the
+    architecture, width and class count). :class:`InputError` naming the
+    file for anything else."""
+    if not os.path.isfile(path):
+        raise InputError('{}: no such file'.format(path))
+    if not zipfile.is_zipfile(path):
+        raise InputError('{}: not a model.npz or snapshot (not an .npz '
+                         'archive)'.format(path))
+    try:
+        archive = numpy.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise InputError('{}: not a model.npz or snapshot ({})'.format(
+            path, e))
+    with archive:
+        keys = set(archive.files)
+        if METADATA + 'format' in keys:
+            metadata = _read_metadata(archive, path)
+            return _network(archive, path, metadata), metadata
+        if _SNAPSHOT_CONFIG + 'arch' in keys:
+            return _from_snapshot(archive, path)
+        if {'conv1/W', 'fc/W'} <= keys:  # written before the metadata
+            metadata = {'arch': 'resnet50',
+                        'width': archive['conv1/W'].shape[0] / 64.,
+                        'n_class': archive['fc/W'].shape[0]}
+            return _network(archive, path, metadata), metadata
+    raise InputError('{}: not a model.npz or snapshot this trainer wrote'
+                     .format(path))
+
+
+def _read_metadata(archive, path):
+    metadata = {}
+    for key in archive.files:
+        if key.startswith(METADATA):
+            value = archive[key]
+            metadata[key[len(METADATA):]] = (
+                value.tolist() if value.ndim or value.dtype.kind in 'US'
+                else value.item())
+    if metadata['format'] != FORMAT:
+        raise InputError('{}: a model of format {!r}, this code reads {!r}'
+                         .format(path, metadata['format'], FORMAT))
+    for key in ('recipe', 'validation'):
+        if key in metadata:
+            metadata[key] = json.loads(metadata[key])
+    if 'mean' in metadata:
+        metadata['mean'] = numpy.asarray(metadata['mean'], numpy.float32)
+    return metadata
+
+
+def _build(metadata, path):
+    if metadata.get('arch') not in ARCHS:
+        raise InputError('{}: architecture {!r}, this code builds {}'.format(
+            path, metadata.get('arch'), ', '.join(sorted(ARCHS))))
+    with chainer.using_config('dtype', numpy.float32):
+        return ARCHS[metadata['arch']](int(metadata['n_class']),
+                                       width=float(metadata['width']))
+
+
+def _network(archive, path, metadata, prefix=''):
+    network = _build(metadata, path)
+    _deserialize(network, archive, path, prefix)
+    return network
+
+
+def _deserialize(link, archive, path, prefix):
+    try:
+        link.serialize(npz.NpzDeserializer(archive, path=prefix))
+    except (KeyError, ValueError) as e:
+        raise InputError('{}: does not fit the {} it describes ({})'.format(
+            path, type(link).__name__, str(e).strip("'")))
+
+
+def _from_snapshot(archive, path):
+    def config(key, default=None):
+        name = _SNAPSHOT_CONFIG + key
+        return archive[name].item() if name in archive.files else default
+    metadata = {'arch': config('arch'), 'width': config('width'),
+                'n_class': config('n_class')}
+    _build(metadata, path)  # a known architecture, before the full model
+    trained = build_classifier(
+        int(metadata['n_class']), metadata['arch'], float(metadata['width']),
+        config('bn_stats'), config('bn_variance', 'mean'),
+        int(config('accumulate', 1)), config('dtype', 'float32'),
+        layers=chainer_layers)
+    _deserialize(trained, archive, path, _SNAPSHOT_MODEL)
+    return plain_copy(trained.predictor, lambda: _build(metadata, path)), \
+        metadata

@@ -1,0 +1,94 @@
+"""The trained model leaves the trainer: model.npz describes itself, and
+eval_imagenet.py scores it (or a snapshot) as the trainer's closing line
+did, or names the top-5 classes of images."""
+import os
+import re
+import subprocess
+import sys
+
+import chainer
+import numpy
+import pytest
+
+from conftest import REPO, run_mpi
+import models
+
+VAL = os.path.join(REPO, 'datasets', 'demo', 'val')
+TINY = ['train_imagenet.py', '--demo', '--batchsize', '4', '--loaderjob',
+        '0', '--val_batchsize', '100', '--width', '0.125', '--iterations',
+        '6']
+
+
+@pytest.fixture(scope='module')
+def trained(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp('trained'))
+    proc = run_mpi(2, TINY + ['--out', out])
+    return out, proc.stdout.strip().splitlines()[-1]
+
+
+def evaluate(*args):
+    return subprocess.run([sys.executable, 'eval_imagenet.py'] + list(args),
+                          cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+
+
+def figures(line):
+    return re.search(r'validation top-1 [0-9.]+%, top-5 [0-9.]+%, loss '
+                     r'[0-9.e+-]+', line).group(0)
+
+
+def test_model_npz_describes_itself(trained):
+    out, _ = trained
+    network, metadata = models.saved_model.load(
+        os.path.join(out, 'model.npz'))
+    assert metadata['arch'] == 'resnet50' and metadata['n_class'] == 10
+    assert metadata['width'] == 0.125 and metadata['crop_size'] == 32
+    assert metadata['class_names'][:2] == ['0_tshirt_top', '1_trouser']
+    assert metadata['mean'].shape == (3,)
+    assert metadata['recipe']['name'] == 'akiba2017'
+    assert metadata['validation']['iteration'] == 6
+    with numpy.load(os.path.join(out, 'model.npz')) as archive:
+        assert all(archive[k].dtype != object for k in archive.files)
+    # Chainer's own loader reads the network's arrays as before
+    net = models.ResNet50(10, width=0.125)
+    chainer.serializers.load_npz(os.path.join(out, 'model.npz'), net)
+    numpy.testing.assert_array_equal(net.fc.W.array, network.fc.W.array)
+
+
+@pytest.mark.parametrize('name', ['model.npz', 'snapshot_iter_6'])
+def test_eval_prints_the_closing_lines_figures(trained, name):
+    out, closing = trained
+    args = [os.path.join(out, name), VAL] + (
+        ['--crop-size', '32'] if name.startswith('snapshot') else [])
+    proc = evaluate(*args)
+    assert proc.returncode == 0, proc.stderr
+    assert figures(proc.stdout) == figures(closing)
+    assert 'on 1000 images' in proc.stdout
+
+
+def test_predict_names_the_top_5_classes(trained):
+    out, _ = trained
+    image = os.path.join(VAL, '1_trouser', sorted(os.listdir(
+        os.path.join(VAL, '1_trouser')))[0])
+    proc = evaluate(os.path.join(out, 'model.npz'), '--predict', image)
+    assert proc.returncode == 0, proc.stderr
+    line = proc.stdout.strip()
+    assert line.startswith(image + ': ')
+    assert len(re.findall(r'\d_[a-z_]+ [0-9.]+%', line)) == 5
+
+
+@pytest.mark.parametrize('content, message', [
+    (b'{"not": "a model"}', 'not a model.npz or snapshot (not an .npz'),
+])
+def test_a_file_this_code_did_not_write_is_one_line(tmp_path, content,
+                                                    message):
+    path = tmp_path / 'model.npz'
+    path.write_bytes(content)
+    proc = evaluate(str(path), VAL)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == 'eval_imagenet.py: error: {}: {}'.format(
+        path, message) + ' archive)'
+    numpy.savez(str(path), x=numpy.zeros(3))
+    proc = evaluate(str(path), VAL)
+    assert proc.returncode == 2 and 'not a model.npz or snapshot this ' \
+        'trainer wrote' in proc.stderr and 'Traceback' not in proc.stderr
