@@ -24,7 +24,7 @@ $(VENV)/.installed: setup.py constraints.txt communicators/_half.c \
 		cpu_engine/_kernels.c datasets/_resample.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	PIP_CONSTRAINT=$(CURDIR)/constraints.txt PIP_BUILD_CONSTRAINT=$(CURDIR)/constraints.txt \
-		$(PY) -m pip install -q -e '.[fast-decode,mpi,test]' '$(NUMPY)'
+		$(PY) -m pip install -q -e '.[fast-decode,mpi,onnx,test]' '$(NUMPY)'
 	touch $@
 
 # The demo continues the run in DEMO_OUT (or reports it, when finished), so

