@@ -162,11 +162,8 @@ class DataDeserializer(npz.NpzDeserializer):
 
     def __call__(self, key, value):
         name = self.path + key.lstrip('/')
-        if name not in self.npz:
-            raise InputError(
-                '{}: the snapshot holds no {}; it was written by another '
-                'version of this trainer; start in a new output directory'
-                .format(self.source, name))
+        if name not in self.npz:  # a KeyError, as Chainer's: callers that
+            raise KeyError(name)  # know older snapshots catch it
         try:
             data = self.npz[name]
         except ValueError:  # an object array: pickled Python objects
@@ -223,7 +220,13 @@ def load(path, trainer):
     :class:`InputError` naming the file and the value; nothing is changed on
     disk."""
     with numpy.load(path, allow_pickle=False) as archive:
-        trainer.serialize(DataDeserializer(archive, path))
+        try:
+            trainer.serialize(DataDeserializer(archive, path))
+        except KeyError as e:
+            raise InputError(
+                '{}: the snapshot holds no {}; it was written by another '
+                'version of this trainer; start in a new output directory'
+                .format(path, e.args[0])) from None
 
 
 class RunConfiguration(extension.Extension):

@@ -11,9 +11,11 @@ run between updates), and rank 0's thread answers each. Rank 0 ends the job
 with one line naming the ranks and hosts, and exit status
 :data:`errors.STALLED_STATUS`, when a worker
 
-- sent nothing for ``timeout`` seconds (stopped, or its node gone), or
-- has been in one update for ``timeout`` seconds; the first update of a run
-  (kernel compilation, cuDNN's autotuning) is exempt.
+- sent nothing for ``timeout`` seconds (stopped, or its node gone): the
+  line names the silent ranks, or
+- has been in one update for ``timeout`` seconds while none is silent (a
+  hung GPU keeps every rank in the update): the line names them; the
+  first update of a run (kernel compilation, cuDNN's autotuning) is exempt.
 
 A worker that hears nothing from rank 0 for ``timeout`` plus ``grace``
 seconds ends the job naming rank 0. The messages travel on a duplicate of
@@ -159,19 +161,18 @@ def _any_source():
 
 
 def stalled_ranks(heard, states, now, timeout):
-    """``(rank, what)`` of every stalled rank: silent for ``timeout``
-    seconds, or in one update (not its run's first) for as long.
-    ``heard[r]``: when rank r was last heard; ``states[r]``:
-    :meth:`StallWatchdog.state` as it last sent it, or None."""
-    stalled = []
-    for rank, (when, state) in enumerate(zip(heard, states)):
-        if now - when > timeout:
-            stalled.append((rank, 'sent nothing for {:.0f} s'.format(
-                now - when)))
-        elif state is not None and state[1] > timeout and not state[2]:
-            stalled.append((rank, 'has been in update {} for {:.0f} s'.format(
-                int(state[0]) + 1, state[1])))
-    return stalled
+    """``(rank, what)`` of the stalled ranks: those silent for ``timeout``
+    seconds (the others then wait for them), else those in one update (not
+    their run's first) for as long. ``heard[r]``: when rank r was last
+    heard; ``states[r]``: :meth:`StallWatchdog.state` as it last sent it,
+    or None."""
+    silent = [(rank, 'sent nothing for {:.0f} s'.format(now - when))
+              for rank, when in enumerate(heard) if now - when > timeout]
+    if silent:
+        return silent
+    return [(rank, 'has been in update {} for {:.0f} s'.format(
+        int(state[0]) + 1, state[1])) for rank, state in enumerate(states)
+        if state is not None and state[1] > timeout and not state[2]]
 
 
 def describe(stalled, hosts, timeout):

@@ -82,3 +82,13 @@ def test_impossible_values_are_one_line(tmp_path, replace, message):
     assert str(e.value).startswith('{}: {}'.format(path, message))
     assert '\n' not in str(e.value)
     assert open(path, 'rb').read() == before
+
+
+def test_a_snapshot_older_than_a_configuration_key_loads(tmp_path):
+    path = str(tmp_path / 'old')
+    numpy.savez(path, arch=numpy.array('resnet50'))
+    config = snapshots.RunConfiguration(arch='resnet50', bn_variance='union')
+    snapshots.load(path + '.npz', config)
+    assert config.config == {'arch': 'resnet50', 'bn_variance': 'union'}
+    with pytest.raises(InputError, match='the snapshot holds no W'):
+        snapshots.load(path + '.npz', Holder())
