@@ -12,7 +12,7 @@ DEMO_OUT ?= result/demo
 # for the 1.x line.
 NUMPY ?= numpy>=2
 # The extras of the venv; the NumPy 1.x venv goes without onnx (its test
-# skips), whose runtime wants NumPy 2.
+# skips): onnx's ml_dtypes wants NumPy 2 in its current releases.
 EXTRAS ?= fast-decode,mpi,onnx,test
 
 .PHONY: setup demo test test-fast test-numpy1 clean
