@@ -99,6 +99,9 @@ def parse_args(argv):
     add('--out', '-o', default='result',
         help='output directory (default: %(default)s)')
     add('--resume', '-r', help='snapshot to resume from, or "auto"')
+    add('--initmodel', help='start from the weights of this model.npz, '
+        'snapshot or ResNet50Layers file (a new head where the class count '
+        'differs)')
     add('--allow-new-dataset', action='store_true',
         help='resume on another training set than the snapshot\'s')
     add('--seed', type=int, default=0,
@@ -292,6 +295,12 @@ def train(args, recipe):
         n_class, args.arch, args.width, args.bn_stats, args.bn_variance,
         args.accumulate, recipe.dtype, recipe.zero_init_residual,
         recipe.label_smoothing, layers)
+    if args.initmodel:
+        with job.naming('--initmodel'):
+            line = job.agree(comm, models.saved_model.initialize,
+                             model.predictor, args.initmodel)
+        if line and comm.rank == 0:
+            print('--initmodel ' + line)
     model.to_device(device)
     job.agree(comm, job.check_free_space if comm.rank == 0
               else (lambda *_: None), args.out, model)

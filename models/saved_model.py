@@ -6,9 +6,10 @@ reads into :class:`models.ResNet50`), the file holds plain arrays under
 count, the class names, the preprocessing (resize, crop, mean), the recipe
 and the final validation figures. :func:`load` reads such a file, a
 model.npz written before the metadata (its width and classes read from the
-shapes of its first and last layers), or a trainer's snapshot (turned into
+shapes of its first and last layers), a trainer's snapshot (turned into
 the same plain network as the trainer's own model.npz, with
-:func:`models.plain_copy`).
+:func:`models.plain_copy`), or the arrays of Chainer's
+``chainer.links.ResNet50Layers`` (:mod:`models.chainer_resnet50`).
 """
 import json
 import os
@@ -20,9 +21,11 @@ import numpy
 
 from errors import InputError
 from models import chainer_layers
+from models import chainer_resnet50
 from models.builder import ARCHS
 from models.builder import build_classifier
 from models.inference import plain_copy
+from models.mixed_precision import MixedPrecision
 
 #: ``metadata/format`` of the files this module writes.
 FORMAT = 'chainer-largebatch-resnet50 model 1'
@@ -79,6 +82,16 @@ def load(path):
             return _network(archive, path, metadata), metadata
         if _SNAPSHOT_CONFIG + 'arch' in keys:
             return _from_snapshot(archive, path)
+        if {'res2/a/conv1/W', 'fc6/W'} <= keys:  # ResNet50Layers'
+            metadata = {'arch': 'resnet50', 'width': 1.0,
+                        'n_class': archive['fc6/W'].shape[0]}
+            network = _build(metadata, path)
+            try:
+                chainer_resnet50.from_chainer_arrays(archive, network)
+            except (KeyError, ValueError) as e:
+                raise InputError('{}: not a ResNet50Layers model ({})'.format(
+                    path, e))
+            return network, metadata
         if {'conv1/W', 'fc/W'} <= keys:  # written before the metadata
             metadata = {'arch': 'resnet50',
                         'width': archive['conv1/W'].shape[0] / 64.,
@@ -145,3 +158,36 @@ def _from_snapshot(archive, path):
     _deserialize(trained, archive, path, _SNAPSHOT_MODEL)
     return plain_copy(trained.predictor, lambda: _build(metadata, path)), \
         metadata
+
+
+def initialize(target, path):
+    """Start ``target`` (the trainer's network, before it moves to its
+    device) from the model at ``path`` (anything :func:`load` reads): every
+    parameter, and the moving averages where ``target`` keeps them. The
+    classifier's head (``fc``) is left as initialized when the class counts
+    differ. Returns the line that says so, or None."""
+    source, metadata = load(path)
+    if isinstance(target, MixedPrecision):
+        target = target.network
+    theirs = dict(source.namedparams())
+    mine = dict(target.namedparams())
+    if set(theirs) != set(mine) or any(
+            theirs[name].shape != mine[name].shape for name in mine
+            if not name.startswith('/fc/')):
+        raise InputError('{}: a {} of width {:g}, not the network of this '
+                         'run'.format(path, metadata['arch'],
+                                      float(metadata['width'])))
+    new_head = theirs['/fc/W'].shape != mine['/fc/W'].shape
+    for name, param in mine.items():
+        if not (new_head and name.startswith('/fc/')):
+            param.array[...] = theirs[name].array.astype(param.dtype)
+    links = dict(source.namedlinks())
+    for name, link in target.namedlinks():
+        if hasattr(link, 'avg_mean') and hasattr(links.get(name), 'avg_mean'):
+            link.avg_mean[...] = links[name].avg_mean
+            link.avg_var[...] = links[name].avg_var
+    if new_head:
+        return ('{}: a {}-class model; this run has {} classes, so its head '
+                '(fc) starts anew'.format(path, theirs['/fc/W'].shape[0],
+                                          mine['/fc/W'].shape[0]))
+    return None

@@ -123,3 +123,27 @@ def test_the_onnx_graph_gives_the_same_classes_and_logits(trained,
         expected).max()
     props = set(session.get_modelmeta().custom_metadata_map)
     assert {'crop_size', 'mean', 'class_names'} <= props
+
+
+def test_initmodel_starts_a_run_from_a_model_with_a_new_head(
+        trained, tmp_path):
+    out, _ = trained
+    train = os.path.join(REPO, 'datasets', 'demo', 'train')
+    listing = tmp_path / 'train.txt'
+    with open(listing, 'w') as f:
+        for label, folder in enumerate(['0_tshirt_top', '1_trouser']):
+            for name in sorted(os.listdir(os.path.join(train, folder)))[:20]:
+                f.write('{} {}\n'.format(os.path.join(train, folder, name),
+                                         label))
+    model = os.path.join(out, 'model.npz')
+    args = [a for a in TINY if a != '--demo'] + [
+        str(listing), str(listing), '--crop-size', '32', '--iterations',
+        '1', '--initmodel', model, '--out', str(tmp_path / 'fine')]
+    proc = run_mpi(1, args)
+    assert ('--initmodel {}: a 10-class model; this run has 2 classes, so '
+            'its head (fc) starts anew'.format(model)) in proc.stdout
+    proc = run_mpi(1, args[:-1] + [str(tmp_path / 'wide'), '--width',
+                                   '0.25'], check=False)
+    assert proc.returncode == 2
+    assert 'error: --initmodel {}: a resnet50 of width 0.125, not the ' \
+        'network of this run'.format(model) in proc.stderr
