@@ -13,7 +13,6 @@ import functools
 import math
 import re
 import socket
-import time
 
 import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
 import cuda_stack
@@ -328,7 +327,6 @@ def train(args, recipe):
         if comm.rank == 0:
             print('resuming from {} at iteration {} (epoch {:.2f})'.format(
                 resume, updater.iteration, updater.epoch_detail), flush=True)
-    start = time.time()
     with job.training(args.out):
         trainer.run(show_loop_exception_msg=False)
     job.check_stopped(stop, trainer, args.out, snapshots.SNAPSHOT_NAME)
@@ -336,8 +334,7 @@ def train(args, recipe):
         snapshots.AtomicWriter()(snapshots.MODEL_NAME, args.out, model_file(
             args, recipe, model, n_class, getattr(
                 train_set, 'class_names', None), mean, trainer))
-        print(extensions.summary_line(trainer, time.time() - start),
-              flush=True)
+        print(extensions.summary_line(trainer), flush=True)
 
 
 def model_file(args, recipe, model, n_class, class_names, mean, trainer):

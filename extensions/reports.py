@@ -40,7 +40,8 @@ def add_reports(trainer, scheduled, triggers, watched=None):
     for name, keys in [('loss', LOSS), ('accuracy', ACCURACY)] + [
             (key, [key]) for key in scheduled]:
         trainer.extend(_AtomicPlot(
-            keys, 'epoch', trigger=trigger(), filename=name + '.png'))
+            keys, 'iteration', trigger=trigger(), filename=name + '.png',
+            marker='.'))
     if watched:
         trainer.extend(_ProgressBar(update_interval=1))
 
@@ -65,6 +66,8 @@ class _AtomicPlot(chainer_extensions.PlotReport):
     """Chainer's ``PlotReport`` writing its PNG as ``.NAME.tmp0.png`` and
     renaming it, so that a full disk leaves no torn figure under its name
     (the temporary file is removed; a later run removes any left over)."""
+
+    default_name = 'PlotReport'  # the key of its data in snapshots
 
     def __call__(self, trainer):
         final = self._file_name
@@ -112,11 +115,11 @@ class _WithoutEscapes(object):
         self.out.flush()
 
 
-def summary_line(trainer, seconds):
+def summary_line(trainer):
     """One line closing a run: where it ended, its last validation (that of
-    the final weights, the trained model's, when it validated last), the time
-    this process trained and where its trained model, log and snapshots
-    are."""
+    the final weights, the trained model's, when it validated last), the
+    run's training time (the trainer's clock, across resumes) and where its
+    trained model, log and snapshots are."""
     updater = trainer.updater
     parts = ['finished at iteration {} (epoch {:.2f})'.format(
         updater.iteration, updater.epoch_detail)]
@@ -133,7 +136,7 @@ def summary_line(trainer, seconds):
                          'the final weights' if last['iteration'] ==
                          updater.iteration else 'epoch {:.2f}'.format(
                              last['epoch'])))
-    minutes, secs = divmod(int(round(seconds)), 60)
+    minutes, secs = divmod(int(round(trainer.elapsed_time)), 60)
     parts.append('{}m{:02d}s'.format(minutes, secs))
     snapshots = sorted((name for name in os.listdir(trainer.out)
                         if name.startswith('snapshot_iter_')

@@ -585,3 +585,20 @@ def test_a_stopped_rank_ends_the_job_within_the_stall_timeout(tmp_path,
     assert re.search(r'error: no progress within --stall-timeout 8 s: rank '
                      r'{} on \S+ sent nothing for \d+ s; ending the job '
                      r'\(exit 5\)'.format(stopped), stderr), stderr[-2000:]
+
+
+def test_plots_are_by_iteration_with_validation_where_it_ran(tmp_path):
+    out = str(tmp_path / 'plots')
+    run_mpi(2, TINY + ['--iterations', '12', '--log-interval', '2',
+                       '--val-interval', '0.01', '--out', out])
+    with numpy.load(os.path.join(out, 'snapshot_iter_12')) as snapshot:
+        data = {key.rsplit('_plot_', 1)[1]: json.loads(str(snapshot[key]))
+                for key in snapshot.files if '/_plot_' in key}
+    assert set(data) >= {'loss.png', 'accuracy.png', 'lr.png'}
+    assert [x for x, _ in data['loss.png']['main/loss']] == [
+        2, 4, 6, 8, 10, 12]
+    # validation every 0.01 epoch (every 3.75 updates of 8 images): where
+    # it ran, and at the end
+    assert [x for x, _ in data['accuracy.png'][
+        'validation/main/accuracy']] == [4, 8, 12]
+    assert [x for x, _ in data['lr.png']['lr']] == [2, 4, 6, 8, 10, 12]
