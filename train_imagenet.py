@@ -36,28 +36,17 @@ import updaters
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    add = parser.add_argument
+
+    def group(title):
+        return parser.add_argument_group(title).add_argument
+    add = group('data: the training and validation sets, their preprocessing')
     add('train', nargs='?', help='list file, class folders or decoded .npz')
     add('val', nargs='?', help='validation set, in the same form')
     add('--demo', action='store_true', help='train on the embedded dataset')
-    add('--root', default='.',
+    add('--root', '-R', default='.',
         help='root of the paths in list files (default: %(default)s)')
-    add('--arch', '-a', choices=sorted(models.archs), default='resnet50',
-        help='network (default: %(default)s)')
-    add('--width', type=float, default=1.0,
-        help='channel-width multiplier (default: 1, ResNet-50 itself)')
     add('--n-class', type=int, help='classes (default: the class folders, '
         'or the largest label of the list files + 1)')
-    add('--batchsize', '-B', type=int, default=32,
-        help='images per worker per micro-batch (default: %(default)s)')
-    add('--accumulate', type=int, default=1,
-        help='micro-batches per worker per update (virtual workers; '
-        'default: %(default)s)')
-    add('--val_batchsize', '-b', type=int, default=250,
-        help='validation images per worker per batch (default: '
-        '%(default)s)')
-    add('--epoch', '-E', type=int, help='epochs (default 90; 3 with --demo)')
-    add('--iterations', type=int, help='stop after this many iterations')
     add('--crop-size', type=int, help='crop side (224; 32 with --demo)')
     add('--resize', type=int, help='side before cropping (crop x 256/224)')
     add('--mean', '-m', help='mean .npy, (3,) or (3, resize, resize)')
@@ -68,14 +57,13 @@ def parse_args(argv):
         'where installed, else Pillow) or pillow (default: %(default)s)')
     add('--resize-whole-image', action='store_true',
         help='resize the whole image, then crop (default: the crop\'s box)')
-    add('--communicator', help='ChainerMN communicator, mpi_fp16 or '
-        'pure_nccl_fp16 (default: naive on CPU, pure_nccl on GPU)')
-    add('--allreduce-dtype', choices=('float16', 'float32'), default='float16',
-        help='dtype the gradients travel in (default: %(default)s)')
-    add('--virtual-worker-rounding', choices=('on', 'off'), default='on',
-        help='with --accumulate and a float16 all-reduce, round each '
-        'micro-batch\'s gradient as a float16 worker\'s (default: '
-        '%(default)s)')
+    add('--skip-bad-images', action='store_true',
+        help='count undecodable images and go on, instead of stopping')
+    add = group('model')
+    add('--arch', '-a', choices=sorted(models.archs), default='resnet50',
+        help='network (default: %(default)s)')
+    add('--width', type=float, default=1.0,
+        help='channel-width multiplier (default: 1, ResNet-50 itself)')
     add('--bn-stats', choices=('final-batch', 'moving-average'),
         default='final-batch',
         help='BN statistics for evaluation (default: %(default)s)')
@@ -83,6 +71,26 @@ def parse_args(argv):
         default='mean', help='final-batch variance: the mean of the workers\' '
         'variances, or the variance of the union of their batches (default: '
         '%(default)s)')
+    add('--initmodel', help='start from the weights of this model.npz, '
+        'snapshot or ResNet50Layers file (a new head where the class count '
+        'differs)')
+    add = group('minibatch and length')
+    add('--batchsize', '-B', type=int, default=32,
+        help='images per worker per micro-batch (default: %(default)s)')
+    add('--accumulate', type=int, default=1,
+        help='micro-batches per worker per update (virtual workers; '
+        'default: %(default)s)')
+    add('--val_batchsize', '--val-batchsize', '-b', type=int, default=250,
+        help='validation images per worker per batch (default: '
+        '%(default)s)')
+    add('--epoch', '-E', type=int, help='epochs (default 90; 3 with --demo)')
+    add('--iterations', type=int, help='stop after this many iterations')
+    add('--seed', type=int, default=0,
+        help='seed of init, order and crops (default: %(default)s)')
+    add('--test', action='store_true',
+        help='smoke test: 5 iterations, log every one, validate on 64 images '
+             'spread over the validation set')
+    add = group('devices and communication')
     add('--device', '-d', default='-1',
         help='device: @cupy:N, @numpy or -1 (CPU) (default: %(default)s)')
     add('--gpu', '-g', action='store_true', help='GPU = intra-node rank')
@@ -95,16 +103,20 @@ def parse_args(argv):
     add('--cudnn-workspace', type=int, default=cuda_stack.CUDNN_WORKSPACE_MIB,
         metavar='MIB', help='cuDNN workspace per convolution, MiB '
         '(default: %(default)s)')
+    add('--communicator', help='ChainerMN communicator, mpi_fp16 or '
+        'pure_nccl_fp16 (default: naive on CPU, pure_nccl on GPU)')
+    add('--allreduce-dtype', choices=('float16', 'float32'), default='float16',
+        help='dtype the gradients travel in (default: %(default)s)')
+    add('--virtual-worker-rounding', choices=('on', 'off'), default='on',
+        help='with --accumulate and a float16 all-reduce, round each '
+        'micro-batch\'s gradient as a float16 worker\'s (default: '
+        '%(default)s)')
+    add = group('output, logs, resume and reliability')
     add('--out', '-o', default='result',
         help='output directory (default: %(default)s)')
     add('--resume', '-r', help='snapshot to resume from, or "auto"')
-    add('--initmodel', help='start from the weights of this model.npz, '
-        'snapshot or ResNet50Layers file (a new head where the class count '
-        'differs)')
     add('--allow-new-dataset', action='store_true',
         help='resume on another training set than the snapshot\'s')
-    add('--seed', type=int, default=0,
-        help='seed of init, order and crops (default: %(default)s)')
     add('--log-interval', type=int, default=10,
         help='iterations per log line (default: %(default)s)')
     add('--val-interval', type=float, default=1,
@@ -122,11 +134,6 @@ def parse_args(argv):
     add('--stall-timeout', type=float, default=600, metavar='SECONDS',
         help='end the job (exit 5) when a worker is silent, or in one '
         'update, this long; 0: never (default: %(default)s)')
-    add('--skip-bad-images', action='store_true',
-        help='count undecodable images and go on, instead of stopping')
-    add('--test', action='store_true',
-        help='smoke test: 5 iterations, log every one, validate on 64 images '
-             'spread over the validation set')
     recipes.add_arguments(parser)
     args = parser.parse_args(argv)
     if (args.train is None) != (args.val is None) or args.demo and args.train:

@@ -5,6 +5,11 @@ CHAINERMN_NAMES = ('naive', 'flat', 'non_cuda_aware', 'pure_nccl', 'dummy')
 FP16_NAMES = ('mpi_fp16', 'pure_nccl_fp16')
 NAMES = CHAINERMN_NAMES + FP16_NAMES
 ALLREDUCE_DTYPES = ('float32', 'float16')
+#: ChainerMN's communicators that Chainer 7's ChainerMN no longer has.
+REMOVED = dict.fromkeys(
+    ('hierarchical', 'two_dimensional', 'single_node'),
+    ' (ChainerMN 7 removed it: pure_nccl, or pure_nccl_fp16, takes its '
+    'place on GPUs)')
 
 # The float16 communicator that replaces each name at allreduce_dtype
 # 'float16': mpi_fp16 on CPUs, pure_nccl_fp16 on GPUs.
@@ -36,8 +41,9 @@ def create_communicator(name='naive', allreduce_dtype=None, mpi_comm=None,
             exist; the message is one line.
     """
     if name not in NAMES:
-        raise ValueError('unknown communicator {!r}; expected one of: {}'
-                         .format(name, ', '.join(NAMES)))
+        raise ValueError('unknown communicator {!r}; expected one of: {}{}'
+                         .format(name, ', '.join(NAMES),
+                                 REMOVED.get(name, '')))
     if allreduce_dtype is None:
         allreduce_dtype = 'float16' if name in FP16_NAMES else 'float32'
     if allreduce_dtype not in ALLREDUCE_DTYPES:
