@@ -13,7 +13,7 @@ DEMO_OUT ?= result/demo
 NUMPY ?= numpy>=2
 # The extras of the venv; the NumPy 1.x venv goes without onnx (its test
 # skips): onnx's ml_dtypes wants NumPy 2 in its current releases.
-EXTRAS ?= fast-decode,mpi,onnx,test
+EXTRAS ?= fast-decode,mpi,onnx,tensorboard,test
 
 .PHONY: setup demo test test-fast test-numpy1 clean
 
@@ -55,7 +55,7 @@ DRIVER_TESTS := tests/integration/test_slurm.py \
 	tests/integration/test_local_cluster.py \
 	tests/integration/test_paper_regime_quick_study.py
 test-numpy1:
-	$(MAKE) test VENV=.venv-numpy1 NUMPY='numpy<2' EXTRAS=fast-decode,mpi,test \
+	$(MAKE) test VENV=.venv-numpy1 NUMPY='numpy<2' EXTRAS=fast-decode,mpi,tensorboard,test \
 		PYTEST_ARGS='$(addprefix --ignore=,$(DRIVER_TESTS))'
 
 clean:

@@ -85,6 +85,8 @@ setup(
         # export_onnx.py writes the graph with onnx; the tests run it with
         # onnxruntime.
         'onnx': ['onnx>=1.14', 'onnxruntime>=1.16'],
+        # --tensorboard's event files.
+        'tensorboard': ['tensorboardX>=2.5'],
     },
     entry_points={
         'console_scripts': ['train-imagenet=train_imagenet:main',

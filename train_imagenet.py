@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import functools
 import math
+import os
 import re
 import socket
 
@@ -131,6 +132,9 @@ def parse_args(argv):
     add('--on-non-finite', choices=('stop', 'skip'), default='stop',
         help='a non-finite gradient stops the job (exit 3) or skips its '
         'update (default: %(default)s)')
+    add('--tensorboard', action='store_true',
+        help='also write the log\'s scalars as TensorBoard events to '
+        'OUT/tensorboard (tensorboardX, the tensorboard extra)')
     add('--stall-timeout', type=float, default=600, metavar='SECONDS',
         help='end the job (exit 5) when a worker is silent, or in one '
         'update, this long; 0: never (default: %(default)s)')
@@ -328,6 +332,9 @@ def train(args, recipe):
                    optimizer, val_iter, converter, length, total_batchsize)
 
     # Run
+    if comm.rank == 0:
+        extensions.record_start(args.out, vars(args), dataclasses.asdict(
+            recipe), comm.size, resume)
     if resume:
         with job.naming('--resume'):
             job.agree(comm, snapshots.load, resume, trainer)
@@ -398,6 +405,10 @@ def add_extensions(trainer, args, comm, stop, config, model, recipe,
                        trigger=extensions.AnyOfTriggers(snapshot_triggers))
         extensions.add_reports(trainer, scheduled, [
             (args.log_interval, 'iteration'), val_trigger, length])
+        if args.tensorboard:
+            trainer.extend(extensions.TensorBoardReport(os.path.join(
+                args.out, 'tensorboard')), trigger=extensions.AnyOfTriggers(
+                    [(args.log_interval, 'iteration'), val_trigger, length]))
 
 
 if __name__ == '__main__':

@@ -602,3 +602,47 @@ def test_plots_are_by_iteration_with_validation_where_it_ran(tmp_path):
     assert [x for x, _ in data['accuracy.png'][
         'validation/main/accuracy']] == [4, 8, 12]
     assert [x for x, _ in data['lr.png']['lr']] == [2, 4, 6, 8, 10, 12]
+
+
+def tensorboard_scalars(folder):
+    """``{tag: [(step, value), ...]}`` of every event file in ``folder``
+    (TFRecord framing: length, its CRC, the event, its CRC)."""
+    import struct
+    from tensorboardX.proto import event_pb2
+    scalars = {}
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), 'rb') as f:
+            data = f.read()
+        offset = 0
+        while offset < len(data):
+            length, = struct.unpack('<Q', data[offset:offset + 8])
+            event = event_pb2.Event.FromString(
+                data[offset + 12:offset + 12 + length])
+            offset += 16 + length
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, []).append(
+                    (event.step, value.simple_value))
+    return scalars
+
+
+def test_args_and_tensorboard_continue_across_a_resume(tmp_path):
+    pytest.importorskip('tensorboardX')
+    out = str(tmp_path / 'board')
+    args = TINY + ['--log-interval', '1', '--tensorboard', '--out', out]
+    run_mpi(2, args + ['--iterations', '2'])
+    run_mpi(2, args + ['--iterations', '4', '--resume', 'auto'])
+    with open(os.path.join(out, 'args.json')) as f:
+        history = json.load(f)
+    assert [entry['resumed_from'] for entry in history] == [
+        None, os.path.join(out, 'snapshot_iter_2')]
+    assert history[1]['flags']['iterations'] == 4
+    assert history[0]['recipe']['name'] == 'akiba2017'
+    with open(os.path.join(out, 'args')) as f:
+        assert json.load(f)['tensorboard'] is True  # ChainerUI's file
+    scalars = tensorboard_scalars(os.path.join(out, 'tensorboard'))
+    assert [step for step, _ in scalars['main/loss']] == [1, 2, 3, 4]
+    log = {e['iteration']: e['main/loss'] for e in read_log(out)}
+    assert [value for _, value in scalars['main/loss']] == pytest.approx(
+        [log[i] for i in (1, 2, 3, 4)], rel=1e-6)
+    assert [step for step, _ in scalars['validation/main/accuracy']] == [
+        2, 4]
