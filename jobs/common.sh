@@ -10,6 +10,20 @@
 # holds InfiniBand resources crashes, so keep --loaderjob > 0 runs on the
 # forkserver (never set multiprocessing's start method to fork).
 
+# ---- the site ----------------------------------------------------------------
+# SITE_SETUP: a file sourced first, for what a site needs before a launch:
+# `module load`, a site MPI (MPIEXEC=mpiexec, OPAL_PREFIX), NCCL's and the
+# network's variables, settings' defaults (jobs/README.md, "Your site").
+if [[ -n ${SITE_SETUP:-} ]]; then
+    if [[ ! -f $SITE_SETUP ]]; then
+        echo "$(basename "$0"): error: SITE_SETUP: no such file:" \
+             "$SITE_SETUP" >&2
+        exit 2
+    fi
+    # shellcheck source=/dev/null
+    source "$SITE_SETUP"
+fi
+
 # ---- paths -----------------------------------------------------------------
 JOBS_DIR=${JOBS_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
 REPO_DIR=${REPO_DIR:-$(dirname "$JOBS_DIR")}
@@ -175,9 +189,11 @@ mpiexec_options() {
 
 # launch COMMAND...: with DRY_RUN=1 print the environment and the command,
 # quoted for a shell; else export the environment, record both in
-# OUT_DIR/launch.sh and run the command, its output copied to OUT_DIR/job.log.
-# The console gets it through mpi_quiet.sh, so that a failed job ends with
-# the trainer's one-line error; job.log keeps Open MPI's reports as well.
+# OUT_DIR/launch.sh and run the command, its output appended to
+# OUT_DIR/job.log (a requeued job's segments follow each other there, each
+# after a line naming its start). The console gets it through mpi_quiet.sh,
+# so that a failed job ends with the trainer's one-line error; job.log keeps
+# Open MPI's reports as well.
 launch() {
     local name command lines=()
     for name in "${EXPORT_VARS[@]}"; do
@@ -197,5 +213,7 @@ launch() {
     printf '%s\n' '#!/usr/bin/env bash' "${lines[@]}" > "$OUT_DIR/launch.sh"
     echo "$(basename "$0"): output in $OUT_DIR"
     set -o pipefail
-    "$@" 2>&1 | tee "$OUT_DIR/job.log" | "$JOBS_DIR/mpi_quiet.sh"
+    echo "== $(date "+%Y-%m-%d %H:%M:%S") $(basename "$0") starts" \
+         "$(basename "$OUT_DIR") on $(hostname)" >> "$OUT_DIR/job.log"
+    "$@" 2>&1 | tee -a "$OUT_DIR/job.log" | "$JOBS_DIR/mpi_quiet.sh"
 }

@@ -3,7 +3,7 @@
 # Submit from the repository root:
 #
 #     qsub jobs/pbs.sh
-#     qsub -l select=16:ncpus=16:ngpus=8:mpiprocs=8 -v EPOCH=10 jobs/pbs.sh
+#     qsub -l select=16:ncpus=40:ngpus=8:mpiprocs=8 -v EPOCH=10 jobs/pbs.sh
 #
 # Torque spells the resources -l nodes=128:ppn=8:gpus=8. The nodes and the
 # processes per node (mpiprocs) come from $PBS_NODEFILE; the launch is
@@ -16,7 +16,7 @@
 # exits 4, and this script submits the job again to resume in the same
 # output directory (--resume auto). `qsig -s USR1 JOBID` stops it on demand.
 #PBS -N resnet50-32k
-#PBS -l select=128:ncpus=16:ngpus=8:mpiprocs=8
+#PBS -l select=128:ncpus=40:ngpus=8:mpiprocs=8
 #PBS -l walltime=01:00:00
 #PBS -j oe
 set -euo pipefail
@@ -57,9 +57,11 @@ fi
 status=0
 HOSTFILE=$PBS_NODEFILE JOB_ID=$JOB_ID bash "$JOBS_DIR/multi_node.sh" ||
     status=$?
-if ((status == 4)) && [[ -n ${PBS_JOBID:-} ]]; then
-    echo "$(basename "$0"): stopped with a snapshot; submitting it again to" \
-         "resume in $OUT_DIR" >&2
+# Exit 4: stopped with a snapshot; 5: a worker stalled (the trainer's
+# watchdog): both resume from the newest snapshot.
+if ((status == 4 || status == 5)) && [[ -n ${PBS_JOBID:-} ]]; then
+    echo "$(basename "$0"): exit $status; submitting it again to resume" \
+         "in $OUT_DIR" >&2
     (cd "$repo" && qsub -W depend=afterany:"$PBS_JOBID" \
          -v RESUME=auto,OUT_DIR="$OUT_DIR" jobs/pbs.sh)
 fi

@@ -10,6 +10,10 @@
 # allocated nodes, through jobs/multi_node.sh). Output in OUT_ROOT/DATE-JOBID.
 # Settings: jobs/common.sh; jobs/README.md.
 #
+# Each process takes a core and its LOADERJOB loaders one each:
+# --cpus-per-task=5 fits LOADERJOB=4 (jobs/README.md's example). A requeued
+# job appends to its .out file (--open-mode=append) and to OUT_DIR/job.log.
+#
 # Five minutes before the time limit Slurm sends SIGUSR1 to every process of
 # the job (--signal); the trainer then finishes the update in progress,
 # writes its snapshot and exits 4, and this script requeues the job, which
@@ -19,9 +23,10 @@
 #SBATCH --nodes=128
 #SBATCH --ntasks-per-node=8
 #SBATCH --gpus-per-node=8
-#SBATCH --cpus-per-task=2
+#SBATCH --cpus-per-task=5
 #SBATCH --time=01:00:00
 #SBATCH --output=%x-%j.out
+#SBATCH --open-mode=append
 #SBATCH --signal=USR1@300
 #SBATCH --requeue
 set -euo pipefail

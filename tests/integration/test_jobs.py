@@ -414,3 +414,17 @@ def test_failed_job_script_ends_with_its_error_line(tmp_path):
     assert RULE not in proc.stdout
     (out,) = (tmp_path / 'out').iterdir()
     assert 'MPI_ABORT was invoked' in (out / 'job.log').read_text()
+
+
+def test_site_setup_is_sourced_before_the_settings(tmp_path):
+    site = tmp_path / 'site.sh'
+    site.write_text('EPOCH=7\nexport NCCL_DEBUG=INFO\n')
+    run = DryRun(run_script('single_node.sh', DRY_RUN='1',
+                            OUT_ROOT=str(tmp_path), SITE_SETUP=str(site)))
+    assert run.trainer[run.trainer.index('--epoch') + 1] == '7'
+    proc = run_script('single_node.sh', DRY_RUN='1', OUT_ROOT=str(tmp_path),
+                      SITE_SETUP=str(tmp_path / 'missing.sh'))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ('single_node.sh: error: SITE_SETUP: no '
+                                   'such file: {}'.format(
+                                       tmp_path / 'missing.sh'))

@@ -155,3 +155,8 @@ def test_a_signalled_job_stops_with_a_snapshot_requeues_and_resumes(
         stopped)) in output
     with open(str(out / 'log')) as f:
         assert json.load(f)[-1]['iteration'] == 40
+    with open(str(out / 'job.log')) as f:  # both segments, appended
+        job_log = f.read()
+    assert job_log.count(' starts {} on '.format(out.name)) == 2, job_log
+    assert job_log.index('stopped by SIGUSR1') < job_log.rindex(' starts ')
+    assert 'resuming from' in job_log
