@@ -111,6 +111,7 @@ EXPORT_VARS=(NCCL_DEBUG NCCL_DEBUG_SUBSYS NCCL_IB_HCA NCCL_SOCKET_IFNAME
              PRTE_MCA_oob_tcp_keepalive_intvl
              PRTE_MCA_oob_tcp_keepalive_probes)
 MPI_ARGS=${MPI_ARGS:-}                # more mpiexec options, split on blanks
+BIND_TO=${BIND_TO:-none}              # mpiexec's --bind-to (jobs/README.md)
 
 # ---- modes -------------------------------------------------------------------
 DRY_RUN=${DRY_RUN:-0}                 # 1: print the launch, run nothing
@@ -173,10 +174,11 @@ rank_command() {
 }
 
 # Open MPI's mpiexec options common to every launch: environment exports,
-# no core binding (each process runs several loaders), root in containers.
+# no core binding unless BIND_TO says (each process runs several loaders),
+# root in containers.
 mpiexec_options() {
     local name
-    MPIEXEC_OPTIONS=(--bind-to none)
+    MPIEXEC_OPTIONS=(--bind-to "$BIND_TO")
     for name in "${EXPORT_VARS[@]}"; do
         [[ -z ${!name} ]] || MPIEXEC_OPTIONS+=(-x "$name")
     done
