@@ -27,6 +27,7 @@ import communicators
 import job
 import datasets
 from datasets import demo
+import errors
 import extensions
 from extensions import signal_stop
 from extensions import snapshots
@@ -78,9 +79,10 @@ def parse_args(argv):
     add = group('minibatch and length')
     add('--batchsize', '-B', type=int, default=32,
         help='images per worker per micro-batch (default: %(default)s)')
-    add('--accumulate', type=int, default=1,
-        help='micro-batches per worker per update (virtual workers; '
-        'default: %(default)s)')
+    add('--accumulate', type=_count_or_auto, default=1,
+        help='micro-batches per worker per update (virtual workers), or '
+        'auto: the resumed snapshot\'s total on the workers at hand '
+        '(default: %(default)s)')
     add('--val_batchsize', '--val-batchsize', '-b', type=int, default=250,
         help='validation images per worker per batch (default: '
         '%(default)s)')
@@ -145,6 +147,10 @@ def parse_args(argv):
     return args
 
 
+def _count_or_auto(text):
+    return text if text == 'auto' else int(text)
+
+
 #: The ``--device`` values this script accepts.
 _DEVICE = re.compile(r'^(-1|@numpy|@intel64|@cupy:\d+)$')
 
@@ -155,11 +161,13 @@ def check_args(args):
               for name, value in sorted(vars(args).items())
               if isinstance(value, float)]
     checks += [(name, getattr(args, name) > 0, 'positive') for name in (
-        'batchsize', 'accumulate', 'val_batchsize', 'epoch', 'width',
+        'batchsize', 'val_batchsize', 'epoch', 'width',
         'log_interval', 'keep_snapshots', 'val_interval',
         'snapshot_interval', 'resize')] + [
         ('iterations', args.iterations is None or args.iterations > 0,
          'positive'),
+        ('accumulate', args.accumulate == 'auto' or args.accumulate > 0,
+         'positive or auto'),
         ('n_class', args.n_class is None or args.n_class > 0, 'positive'),
         ('snapshot_iterations', args.snapshot_iterations >= 0,
          'non-negative (0: off)'),
@@ -216,6 +224,18 @@ def read_inputs(args, recipe, comm):
     """The datasets (read on rank 0), the class count, the run's
     configuration, the snapshot to resume from and the mean; rank 0 claims
     ``--out``."""
+    if args.accumulate == 'auto':
+        with job.naming('--accumulate auto:'):
+            path = snapshots.resume_path(args.resume, args.out)
+            if path is None:
+                raise errors.InputError(
+                    'no snapshot to resume from (--resume {}); give '
+                    '--accumulate K'.format(args.resume))
+            args.accumulate = snapshots.virtual_workers_per_worker(
+                path, comm.size)
+        if comm.rank == 0:
+            print('--accumulate auto: {} micro-batches per worker keep the '
+                  'total of {}'.format(args.accumulate, path))
     train, val, n_class = datasets.load_datasets(
         comm, args.train, args.val, args.root, args.n_class, args.resize)
     config = snapshots.RunConfiguration(

@@ -110,6 +110,26 @@ def latest_snapshot(outdir):
     return None
 
 
+def resume_path(resume, outdir):
+    """The snapshot ``resume`` names (``'auto'``: the newest intact one in
+    ``outdir``, or None), checked to be a readable file."""
+    if resume is None:
+        return None
+    if resume == 'auto':
+        return latest_snapshot(outdir)
+    if os.path.isdir(resume):
+        raise InputError('{}: a directory, expected a snapshot file '
+                         '(or auto)'.format(resume))
+    if not os.path.lexists(resume):
+        raise InputError('{}: no such file'.format(resume))
+    if not stat.S_ISREG(os.stat(resume).st_mode):
+        raise InputError('{}: not a regular file, expected a snapshot'
+                         .format(resume))
+    if not is_intact(resume):
+        raise InputError('{}: damaged or incomplete snapshot'.format(resume))
+    return resume
+
+
 def find_resume(resume, outdir, config, name='run_configuration'):
     """The snapshot to resume from, or None to start afresh.
 
@@ -118,25 +138,9 @@ def find_resume(resume, outdir, config, name='run_configuration'):
     ``config``, the :class:`RunConfiguration` registered under ``name``.
     Raises :class:`InputError` whose message starts with the snapshot's path.
     """
-    if resume is None:
+    path = resume_path(resume, outdir)
+    if path is None:
         return None
-    if resume == 'auto':
-        path = latest_snapshot(outdir)
-        if path is None:
-            return None
-    else:
-        path = resume
-        if os.path.isdir(path):
-            raise InputError('{}: a directory, expected a snapshot file '
-                             '(or auto)'.format(path))
-        if not os.path.lexists(path):
-            raise InputError('{}: no such file'.format(path))
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise InputError('{}: not a regular file, expected a snapshot'
-                             .format(path))
-        if not is_intact(path):
-            raise InputError(
-                '{}: damaged or incomplete snapshot'.format(path))
     config.check(path, name)
     return path
 
@@ -233,14 +237,19 @@ class RunConfiguration(extension.Extension):
     """Stores in every snapshot what a resumed run must share with it.
 
     ``check(path)`` refuses, with one line naming the difference, a snapshot
-    taken with another architecture, class count, number of workers,
-    per-worker batch or accumulation (the data order and the schedules depend
-    on them), or another recipe or optimizer (the optimizer's state differs).
-    Snapshots older than the keys in :attr:`LATER_KEYS` lack them and are
-    checked on the others. The training set's fingerprint (``dataset``,
-    :func:`datasets.fingerprint`) is checked too, unless it is one of
-    :attr:`free_keys`: those keep this run's value, and later snapshots
-    record it.
+    taken with another architecture, class count, per-micro-batch size or
+    total minibatch (the data order and the schedules depend on them), or
+    another recipe or optimizer (the optimizer's state differs). The split
+    of the total between workers and micro-batches (``workers`` x
+    ``accumulate``, the virtual workers) may differ: virtual worker v is
+    micro-batch v mod K of worker v div K before and after, and every state
+    in a snapshot is the same on all workers (docs/reliability.md, "Elastic
+    resume"). Snapshots older than the keys in :attr:`LATER_KEYS` lack them
+    and are checked on the others. The training set's fingerprint
+    (``dataset``, :func:`datasets.fingerprint`) is checked too, unless it is
+    one of :attr:`free_keys`. A loaded snapshot leaves this run's values of
+    the free keys and of the split (:attr:`SPLIT_KEYS`), which later
+    snapshots record.
     """
 
     trigger = None
@@ -248,6 +257,8 @@ class RunConfiguration(extension.Extension):
     #: Keys that snapshots written before them do not hold.
     LATER_KEYS = ('recipe', 'optimizer', 'momentum_correction', 'lars',
                   'dataset', 'bn_variance')
+    #: How the virtual workers are split: may change at a resume.
+    SPLIT_KEYS = ('workers', 'accumulate')
 
     def __init__(self, **config):
         self.config = config
@@ -259,7 +270,7 @@ class RunConfiguration(extension.Extension):
     def serialize(self, serializer):
         loading = isinstance(serializer, chainer.serializer.Deserializer)
         for key, value in sorted(self.config.items()):
-            if loading and key in self.free_keys:
+            if loading and key in self.free_keys + self.SPLIT_KEYS:
                 continue
             try:
                 self.config[key] = type(value)(serializer(key, value))
@@ -267,21 +278,35 @@ class RunConfiguration(extension.Extension):
                 if key not in self.LATER_KEYS:
                     raise
 
+    def _check_total(self, path, stored):
+        """The same total minibatch and micro-batch, however split."""
+        def total(config):
+            return '{} workers x {} micro-batches x {} images = {}'.format(
+                config['workers'], config['accumulate'], config['batchsize'],
+                config['workers'] * config['accumulate'] *
+                config['batchsize'])
+        if (stored['workers'] * stored['accumulate'] !=
+                self.config['workers'] * self.config['accumulate']
+                or stored['batchsize'] != self.config['batchsize']):
+            raise InputError(
+                '{}: the snapshot was taken with a total minibatch of {}, '
+                'this run has {}; resume with the same total and per-micro-'
+                'batch size (any split between workers and --accumulate), '
+                'or start in a new output directory'.format(
+                    path, total(stored), total(self.config)))
+
     def check(self, path, name):
         """Raise :class:`InputError` unless snapshot ``path`` matches."""
-        prefix = 'extensions/{}/'.format(name)
-        try:
-            with numpy.load(path) as archive:
-                stored = {key: archive[prefix + key].item()
-                          for key in self.config if prefix + key in archive}
-        except (ValueError, OSError, zipfile.BadZipFile) as e:
-            raise InputError('{}: not a readable snapshot ({})'
-                             .format(path, e))
+        stored = stored_configuration(path, name)
         if set(self.config) - set(stored) - set(self.LATER_KEYS):
             raise InputError('{}: not a snapshot of this trainer'
                              .format(path))
+        split = ()
+        if {'workers', 'accumulate', 'batchsize'} <= set(self.config):
+            self._check_total(path, stored)
+            split = self.SPLIT_KEYS + ('batchsize',)
         for key in (key for key in self.config if key in stored):
-            if key in self.free_keys:
+            if key in self.free_keys + split:
                 continue
             if key == 'dataset' and stored[key] != self.config[key]:
                 raise InputError(
@@ -295,3 +320,30 @@ class RunConfiguration(extension.Extension):
                     '{}; resume with the same setting or start in a new '
                     'output directory'.format(path, key, stored[key],
                                               self.config[key]))
+
+
+def stored_configuration(path, name='run_configuration'):
+    """The :class:`RunConfiguration` values (registered as ``name``) that
+    snapshot ``path`` holds, as a dict."""
+    prefix = 'extensions/{}/'.format(name)
+    try:
+        with numpy.load(path) as archive:
+            return {key[len(prefix):]: archive[key].item()
+                    for key in archive.files if key.startswith(prefix)}
+    except (ValueError, OSError, zipfile.BadZipFile) as e:
+        raise InputError('{}: not a readable snapshot ({})'.format(path, e))
+
+
+def virtual_workers_per_worker(path, workers):
+    """``--accumulate auto``: the micro-batches per worker that keep the
+    total of snapshot ``path`` (its workers x micro-batches) on ``workers``
+    workers."""
+    stored = stored_configuration(path)
+    total = stored['workers'] * stored['accumulate']
+    if total % workers:
+        raise InputError(
+            '{}: its {} virtual workers ({} workers x {} micro-batches) do '
+            'not divide among {} workers'.format(
+                path, total, stored['workers'], stored['accumulate'],
+                workers))
+    return total // workers

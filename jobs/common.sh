@@ -65,6 +65,10 @@ fi
 GPUS_PER_NODE=${GPUS_PER_NODE:-8}     # processes per node, one per GPU
 BATCHSIZE=${BATCHSIZE:-32}            # images per process per micro-batch
 ACCUMULATE=${ACCUMULATE:-1}           # micro-batches per process per update
+# VIRTUAL_WORKERS: processes x ACCUMULATE to keep whatever the process count
+# (ACCUMULATE follows from it), so that a job requeued on fewer nodes
+# continues its run (docs/reliability.md, "Elastic resume").
+VIRTUAL_WORKERS=${VIRTUAL_WORKERS:-}
 EPOCH=${EPOCH:-90}
 ITERATIONS=${ITERATIONS:-}            # stop after this many instead
 VAL_BATCHSIZE=${VAL_BATCHSIZE:-}      # empty: the trainer's default
@@ -127,6 +131,17 @@ require_positive() {  # NAME...: each variable must be a positive integer
         [[ ${!name} =~ ^[1-9][0-9]*$ ]] ||
             die "$name must be a positive integer, got '${!name}'"
     done
+}
+
+# set_accumulate PROCESSES: ACCUMULATE = VIRTUAL_WORKERS / PROCESSES, where
+# VIRTUAL_WORKERS is set.
+set_accumulate() {
+    [[ -n $VIRTUAL_WORKERS ]] || return 0
+    require_positive VIRTUAL_WORKERS
+    ((VIRTUAL_WORKERS % $1 == 0)) ||
+        die "VIRTUAL_WORKERS=$VIRTUAL_WORKERS does not divide among $1" \
+            "processes"
+    ACCUMULATE=$((VIRTUAL_WORKERS / $1))
 }
 
 # job_setup JOB_ID: checks the settings and sets OUT_DIR (OUT_ROOT/DATE-JOB_ID),

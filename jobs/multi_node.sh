@@ -18,7 +18,6 @@ JOB_ID=${JOB_ID:-local-$$}            # names the output directory
 # shellcheck source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-job_setup "$JOB_ID"
 if [[ -n $HOSTFILE ]]; then
     [[ -n $HOSTS ]] && die "set HOSTFILE or HOSTS, not both"
     [[ -r $HOSTFILE ]] || die "HOSTFILE: cannot read $HOSTFILE"
@@ -33,6 +32,8 @@ else
 fi
 NODES=${#hosts[@]}
 ((NODES > 0)) || die "no hosts in ${HOSTFILE:-HOSTS}"
+set_accumulate "$((NODES * GPUS_PER_NODE))"
+job_setup "$JOB_ID"
 
 # Open MPI's hostfile: each host with a slot per process it runs.
 hostfile=$OUT_DIR/hostfile

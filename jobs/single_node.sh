@@ -13,6 +13,7 @@ set -euo pipefail
 # shellcheck source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
+set_accumulate "$GPUS_PER_NODE"
 job_setup "local-$$"
 rank_command
 mpiexec_options

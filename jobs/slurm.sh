@@ -5,7 +5,12 @@
 #
 #     sbatch jobs/slurm.sh
 #     sbatch --nodes=16 --export=ALL,EPOCH=10 jobs/slurm.sh
+#     sbatch --nodes=64-128 --export=ALL,VIRTUAL_WORKERS=1024 jobs/slurm.sh
 #
+# With VIRTUAL_WORKERS (processes x ACCUMULATE) and a node range, each start
+# or requeue takes the nodes Slurm gives and sets ACCUMULATE to keep the
+# total: a run requeued on 64 of its 128 nodes continues with 2
+# micro-batches per GPU (docs/reliability.md, "Elastic resume").
 # srun starts the processes (LAUNCHER=mpiexec: Open MPI's mpiexec on the
 # allocated nodes, through jobs/multi_node.sh). Output in OUT_ROOT/DATE-JOBID.
 # Settings: jobs/common.sh; jobs/README.md.
@@ -82,6 +87,7 @@ fi
 # shellcheck source=common.sh
 source "$JOBS_DIR/common.sh"
 require_positive NODES
+set_accumulate "$((NODES * GPUS_PER_NODE))"
 job_setup "$JOB_ID"
 rank_command
 srun_args=()

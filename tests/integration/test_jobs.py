@@ -428,3 +428,20 @@ def test_site_setup_is_sourced_before_the_settings(tmp_path):
     assert proc.stderr.strip() == ('single_node.sh: error: SITE_SETUP: no '
                                    'such file: {}'.format(
                                        tmp_path / 'missing.sh'))
+
+
+def test_virtual_workers_set_accumulate_for_the_processes_at_hand(
+        tmp_path):
+    run = DryRun(run_script('multi_node.sh', DRY_RUN='1', HOSTS='a,b',
+                            GPUS_PER_NODE='2', VIRTUAL_WORKERS='8',
+                            OUT_ROOT=str(tmp_path)))
+    assert run.trainer[run.trainer.index('--accumulate') + 1] == '2'
+    run = DryRun(run_script('single_node.sh', DRY_RUN='1', GPUS_PER_NODE='4',
+                            VIRTUAL_WORKERS='8', OUT_ROOT=str(tmp_path)))
+    assert run.trainer[run.trainer.index('--accumulate') + 1] == '2'
+    proc = run_script('multi_node.sh', DRY_RUN='1', HOSTS='a,b,c',
+                      GPUS_PER_NODE='2', VIRTUAL_WORKERS='8',
+                      OUT_ROOT=str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ('multi_node.sh: error: VIRTUAL_WORKERS=8 '
+                                   'does not divide among 6 processes')

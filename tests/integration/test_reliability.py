@@ -212,8 +212,11 @@ def test_resume_with_another_setting_is_refused(demo_snapshot):
     with open(demo_snapshot, 'rb') as f:
         before = f.read()
     for flags, key in ((['--n-class', '12'], 'n_class = 10'),
-                       (['--batchsize', '8'], 'batchsize = 4'),
-                       (['--accumulate', '2'], 'accumulate = 1'),
+                       (['--batchsize', '8'], 'a total minibatch of 1 '
+                        'workers x 1 micro-batches x 4 images = 4'),
+                       (['--accumulate', '2'], 'a total minibatch of 1 '
+                        'workers x 1 micro-batches x 4 images = 4, this run '
+                        'has 1 workers x 2'),
                        (['--bn-stats', 'moving-average'],
                         'bn_stats = final-batch'),
                        (['--recipe', 'sgd'], 'recipe = akiba2017'),
@@ -258,8 +261,10 @@ def test_resume_with_another_worker_count_is_refused(demo_snapshot, tmp_path):
     proc = run_mpi(2, SMALL + ['--iterations', '2', '--resume', demo_snapshot,
                                '--out', str(tmp_path)], check=False)
     assert proc.returncode != 0
-    assert proc.stderr.count('the snapshot was taken with workers = 1, this '
-                             'run has 2') == 1
+    assert proc.stderr.count('the snapshot was taken with a total minibatch '
+                             'of 1 workers x 1 micro-batches x 4 images = 4, '
+                             'this run has 2 workers x 1 micro-batches x 4 '
+                             'images = 8') == 1
 
 
 def test_resume_from_a_snapshot_that_lacks_a_value_is_refused(demo_snapshot,
