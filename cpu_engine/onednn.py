@@ -362,6 +362,8 @@ class _Convolution(object):
 
 
 _primitives = {}
+#: The operand (0: x, 1: W, 2: y) each propagation writes.
+_WRITES = {'forward': 2, 'backward_data': 0, 'backward_weights': 1}
 
 
 def convolution(propagations, stride, pad, kept=None, channels_last=False):
@@ -382,6 +384,18 @@ def convolution(propagations, stride, pad, kept=None, channels_last=False):
     """
     with _Scope(kept or ()) as scope:
         for propagation, x, W, y in propagations:
+            # oneDNN describes no negative stride (a flipped view): such an
+            # operand is read from a contiguous copy, or written to one
+            # that is copied back
+            arrays = [x, W, y]
+            written = _WRITES[propagation]
+            backs = []
+            for i, a in enumerate(arrays):
+                if any(step < 0 for step in a.strides):
+                    arrays[i] = numpy.ascontiguousarray(a)
+                    if i == written:
+                        backs.append((a, arrays[i]))
+            x, W, y = arrays
             key = (propagation, _layout(x), _layout(W), _layout(y), stride,
                    pad, channels_last)
             primitive = _primitives.get(key)
@@ -391,5 +405,7 @@ def convolution(propagations, stride, pad, kept=None, channels_last=False):
                 primitive = _primitives[key] = _Convolution(
                     propagation, x, W, y, stride, pad, pad_r, channels_last)
             primitive(x, W, y, scope)
+            for original, copy in backs:
+                original[...] = copy
             if propagation == 'forward' and kept is not None:
                 kept.extend(c for c in scope.reordered if c[0] is x)
