@@ -11,15 +11,11 @@ stack that cannot train on a GPU into one line. A trainer calls them as::
 
     import chainer
     ...
-    if on_gpu:
-        with job.flag_errors('--gpu'):
-            try:
-                cuda_stack.check(args.allow_no_cudnn)
-            except cuda_stack.CudnnOffError as e:
-                raise errors.InputError('{}, or pass --allow-no-cudnn to '
-                                        'train without it'.format(e))
-        if comm.rank == 0:
-            print(cuda_stack.stack_line(device.device.id))
+    if on_gpu:                      # job.check_gpu_stack names the flag
+        cuda_stack.check(allow_no_cudnn, need_nccl)
+        gpu = cuda_stack.device_for(intra_rank, cuda_stack.visible_gpus())
+        if rank == 0:
+            print(cuda_stack.stack_line(gpu))
 
 ``python -m cuda_stack [--allow-no-cudnn]`` runs the check and prints the
 line of GPU 0. See

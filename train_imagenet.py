@@ -107,7 +107,8 @@ def parse_args(argv):
         metavar='MIB', help='cuDNN workspace per convolution, MiB '
         '(default: %(default)s)')
     add('--communicator', help='ChainerMN communicator, mpi_fp16 or '
-        'pure_nccl_fp16 (default: naive on CPU, pure_nccl on GPU)')
+        'pure_nccl_fp16 (default: mpi_fp16 on CPU and pure_nccl_fp16 on '
+        'GPU; naive and pure_nccl with --allreduce-dtype float32)')
     add('--allreduce-dtype', choices=('float16', 'float32'), default='float16',
         help='dtype the gradients travel in (default: %(default)s)')
     add('--virtual-worker-rounding', choices=('on', 'off'), default='on',
