@@ -1,4 +1,5 @@
-"""Trainer extensions: evaluation, throughput, schedules, BN statistics."""
+"""Trainer extensions: evaluation, throughput, the schedules' extension, BN
+statistics, reports, snapshots, the stall watchdog."""
 import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
 from extensions.evaluator import DistributedEvaluator  # NOQA
 from extensions.final_batch_statistics import SyncFinalBatchStatistics  # NOQA

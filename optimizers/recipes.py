@@ -31,7 +31,7 @@ import chainer
 import chainermn
 
 from errors import ParameterError
-from extensions import schedules
+from optimizers import schedules
 from extensions.hyperparameter_schedule import HyperparameterSchedule
 from optimizers.corrected_momentum_sgd import CorrectedMomentumSGD
 from optimizers.lars import LARS

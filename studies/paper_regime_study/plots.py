@@ -4,7 +4,7 @@ paper's own schedule and the training loss around the RMSprop-to-SGD
 handover."""
 import numpy
 
-from extensions import schedules
+from optimizers import schedules
 from studies.paper_regime_study.regime import CONFIGS
 
 

@@ -4,7 +4,7 @@ configurations compared and the runs that train them, with their
 import collections
 import math
 
-from extensions import schedules
+from optimizers import schedules
 from optimizers import recipes
 
 

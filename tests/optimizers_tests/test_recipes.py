@@ -16,7 +16,7 @@ import numpy
 import pytest
 
 import errors
-from extensions import schedules
+from optimizers import schedules
 from optimizers import CorrectedMomentumSGD
 from optimizers import recipes
 from optimizers import RMSpropWarmup

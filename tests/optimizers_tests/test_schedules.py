@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from extensions import schedules
+from optimizers import schedules
 
 BELOW = 1e-9  # distance of the "just before a boundary" points
 
