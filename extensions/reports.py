@@ -10,6 +10,7 @@ import sys
 
 from chainer.training import extensions as chainer_extensions
 
+from extensions import snapshot_files
 from extensions.snapshots import MODEL_NAME
 from extensions.triggers import AnyOfTriggers
 
@@ -138,10 +139,7 @@ def summary_line(trainer):
                              last['epoch'])))
     minutes, secs = divmod(int(round(trainer.elapsed_time)), 60)
     parts.append('{}m{:02d}s'.format(minutes, secs))
-    snapshots = sorted((name for name in os.listdir(trainer.out)
-                        if name.startswith('snapshot_iter_')
-                        and name.rsplit('_', 1)[1].isdigit()),
-                       key=lambda name: int(name.rsplit('_', 1)[1]))
+    snapshots = snapshot_files.in_order(os.listdir(trainer.out))
     parts.append('{}log and {} snapshot(s) in {}{}'.format(
         MODEL_NAME + ', ' if os.path.exists(os.path.join(
             trainer.out, MODEL_NAME)) else '',

@@ -22,10 +22,11 @@ import stat
 import time
 
 from errors import InputError
+from extensions import snapshot_files
 
 LOCK_NAME = '.lock'
 #: Files whose presence means the directory holds a run.
-RUN_FILES = ('log', 'snapshot_iter_*')
+RUN_FILES = ('log', snapshot_files.GLOB)
 
 
 class DirectoryInUse(InputError):
@@ -180,11 +181,9 @@ def check_not_another_run(directory, resume):
     if resume is not None and os.path.realpath(os.path.dirname(
             os.path.abspath(resume))) == os.path.realpath(directory):
         return
-    snapshots = [f for f in found if f.startswith('snapshot_iter_')]
-    newest = sorted(snapshots, key=lambda f: int(f.rsplit('_', 1)[1])
-                    if f.rsplit('_', 1)[1].isdigit() else -1)[-1:]
-    raise HoldsAnotherRun(directory, newest + [f for f in found
-                                               if f not in snapshots])
+    newest = snapshot_files.in_order(found)[-1:]
+    raise HoldsAnotherRun(directory, newest + [
+        f for f in found if not f.startswith('snapshot_iter_')])
 
 
 def check_free_space(directory, needed):

@@ -5,9 +5,7 @@ disk and renamed over it, so a kill at any moment leaves either the previous
 snapshots or the new complete one, never a torn file under a snapshot name.
 """
 import errno
-import glob
 import os
-import re
 import stat
 import warnings
 import zipfile
@@ -20,14 +18,13 @@ import numpy
 
 from errors import InputError
 from extensions import run_directory
+from extensions import snapshot_files
 
-SNAPSHOT_PATTERN = 'snapshot_iter_{.updater.iteration}'
 #: The name of the snapshot of an iteration: ``SNAPSHOT_NAME.format(i)``.
-SNAPSHOT_NAME = 'snapshot_iter_{}'
+SNAPSHOT_NAME = snapshot_files.NAME
 #: The trained network of a finished run, as a plain Chainer model
 #: (:func:`models.plain_copy`).
 MODEL_NAME = 'model.npz'
-_SNAPSHOT_NAME = re.compile(r'^snapshot_iter_(\d+)$')
 
 
 class AtomicWriter(snapshot_writers.Writer):
@@ -70,7 +67,8 @@ def _remove(path):
 def snapshot(keep):
     """The trainer snapshot extension, keeping the newest ``keep`` files."""
     return chainer.training.extensions.snapshot(
-        filename=SNAPSHOT_PATTERN, writer=AtomicWriter(), n_retains=keep)
+        filename=snapshot_files.PATTERN, writer=AtomicWriter(),
+        n_retains=keep)
 
 
 def is_intact(path):
@@ -95,12 +93,9 @@ def latest_snapshot(outdir):
     """The newest intact snapshot in ``outdir`` (None if there is none),
     warning about each damaged one, and each that is not a regular file,
     that is skipped."""
-    found = []
-    for path in glob.glob(os.path.join(outdir, 'snapshot_iter_*')):
-        match = _SNAPSHOT_NAME.match(os.path.basename(path))
-        if match:
-            found.append((int(match.group(1)), path))
-    for _, path in sorted(found, reverse=True):
+    names = snapshot_files.in_order(os.listdir(outdir)) \
+        if os.path.isdir(outdir) else []
+    for path in (os.path.join(outdir, name) for name in reversed(names)):
         if not is_regular(path):
             warnings.warn('skipping {}: not a regular file'.format(path))
         elif is_intact(path):

@@ -23,6 +23,7 @@ from studies.trainer_runs import mpi_command
 from studies.trainer_runs import read_log
 from studies.trainer_runs import validation_curve
 from datasets import in_memory
+from extensions import snapshot_files
 from datasets import make_demo
 from datasets.transforms import resize_for
 from errors import DIVERGED_STATUS
@@ -108,9 +109,7 @@ def snapshots_in(folder):
     """The ``snapshot_iter_*`` files of ``folder``, oldest first."""
     if not os.path.isdir(folder):
         return []
-    names = [n for n in os.listdir(folder) if n.startswith('snapshot_iter_')
-             and n[len('snapshot_iter_'):].isdigit()]
-    return sorted(names, key=lambda n: int(n[len('snapshot_iter_'):]))
+    return snapshot_files.in_order(os.listdir(folder))
 
 
 def parked_dir(results, name):
