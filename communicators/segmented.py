@@ -281,29 +281,27 @@ def round_in_place(arrays, scales, inverses):
 
 def accumulate(arrays, sums):
     """Each of ``sums`` (float32, the sizes of ``arrays``) += its array."""
-    if any(s.dtype != numpy.float32 for s in sums) or [
-            s.size for s in sums] != [a.size for a in arrays]:
-        raise ValueError('segmented accumulate sums into float32 arrays of '
-                         'the sizes of the arrays')
-    xp = _xp(arrays)
-    t, n = _device_table(xp, arrays)
-    d, _ = _device_table(xp, sums)
-    launch('segmented_accumulate', (blocks(sum(a.size for a in arrays)),),
-           (t, d, n))
+    _launch_pairs('segmented_accumulate', arrays, sums, sums)
 
 
 def divide(sums, quotients, divisor):
     """Each of ``quotients`` (float16 or float32) = its float32 sum /
     ``divisor``, rounded to its dtype."""
-    if any(s.dtype != numpy.float32 for s in sums) or [
-            s.size for s in sums] != [q.size for q in quotients]:
-        raise ValueError('segmented divide takes float32 sums of the sizes '
-                         'of the quotients')
-    xp = _xp(sums)
-    t, n = _device_table(xp, sums)
-    d, _ = _device_table(xp, quotients)
-    launch('segmented_divide', (blocks(sum(s.size for s in sums)),),
-           (t, d, n, numpy.float32(divisor)))
+    _launch_pairs('segmented_divide', sums, quotients, sums,
+                  numpy.float32(divisor))
+
+
+def _launch_pairs(name, sources, destinations, float32_side, *args):
+    """Kernel ``name`` over the tables of ``sources`` and ``destinations``
+    (arrays of the same sizes, ``float32_side`` float32)."""
+    if any(a.dtype != numpy.float32 for a in float32_side) or [
+            a.size for a in sources] != [a.size for a in destinations]:
+        raise ValueError('{}: float32 sums and arrays of their sizes, '
+                         'expected'.format(name))
+    xp = _xp(sources)
+    t, n = _device_table(xp, sources)
+    d, _ = _device_table(xp, destinations)
+    launch(name, (blocks(sum(a.size for a in sources)),), (t, d, n) + args)
 
 
 def count_non_finite(packed):

@@ -46,12 +46,7 @@ def to_resnet50_layers(network, layers):
     ``chainer.links.ResNet50Layers``, built with ``pretrained_model=None``);
     their class counts must agree."""
     theirs = _arrays(layers)
-    for name, array in _arrays(network).items():
-        target = theirs[chainer_name(name)]
-        if target.shape != array.shape:
-            raise ValueError('{} has shape {} here, {} in ResNet50Layers'
-                             .format(name, array.shape, target.shape))
-        target[...] = array
+    _copy(_arrays(network), theirs, chainer_name, to_theirs=True)
     theirs[CHAINER_ONLY][...] = 0
 
 
@@ -65,10 +60,19 @@ def from_resnet50_layers(layers, network):
 def from_chainer_arrays(theirs, network):
     """:func:`from_resnet50_layers` from ``ResNet50Layers``' arrays by name
     (a ``ResNet-50-model.npz`` as loaded)."""
-    for name, target in _arrays(network).items():
-        source = theirs[chainer_name(name)]
-        if target.shape != source.shape:
-            raise ValueError('{} has shape {} here, {} in ResNet50Layers'
-                             .format(name, target.shape, source.shape))
-        target[...] = source
+    _copy(_arrays(network), theirs, chainer_name, to_theirs=False)
     network.bn1.avg_mean -= theirs[CHAINER_ONLY]
+
+
+def _copy(mine, theirs, name_of, to_theirs):
+    """Copy every array of ``mine`` to or from its namesake in ``theirs``,
+    of the same shape."""
+    for name, array in mine.items():
+        other = theirs[name_of(name)]
+        if other.shape != array.shape:
+            raise ValueError('{} has shape {} here, {} in ResNet50Layers'
+                             .format(name, array.shape, other.shape))
+        if to_theirs:
+            other[...] = array
+        else:
+            array[...] = other
