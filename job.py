@@ -34,8 +34,10 @@ import multiprocessing.resource_tracker
 import multiprocessing.util
 import os
 import shutil
+import stat
 import sys
 import tempfile
+import time
 import traceback
 import weakref
 
@@ -232,11 +234,54 @@ def prepare_process(loaders):
         os.environ.setdefault('OMPI_MCA_btl', 'self')
     sys.warnoptions.append('ignore:resource_tracker:UserWarning')
     use_the_jobs_session_directory()
+    remove_leaked_semaphores()
     with signal_stop.ignoring():
         multiprocessing.resource_tracker.ensure_running()
         if loaders:
             multiprocessing.set_start_method('forkserver', force=True)
             multiprocessing.forkserver.ensure_running()
+
+
+#: Where named semaphores live, and the prefix of multiprocessing's.
+SEMAPHORES = '/dev/shm'
+_SEMAPHORE_PREFIX = 'sem.mp-'
+
+
+def remove_leaked_semaphores(folder=SEMAPHORES, min_age=60):
+    """Remove the named semaphores of multiprocessing (the loaders' pool)
+    that a killed process left: this user's ``sem.mp-*`` files older than
+    ``min_age`` seconds that no running process maps (a process that has a
+    semaphore open maps its file; this user's files are open to this user's
+    processes alone, whose maps are readable). Returns the names removed."""
+    try:
+        names = [n for n in os.listdir(folder)
+                 if n.startswith(_SEMAPHORE_PREFIX)]
+    except OSError:
+        return []
+    now, uid, stale = time.time(), os.getuid(), set()
+    for name in names:
+        try:
+            info = os.lstat(os.path.join(folder, name))
+        except OSError:
+            continue
+        if (stat.S_ISREG(info.st_mode) and info.st_uid == uid
+                and now - info.st_mtime > min_age):
+            stale.add(name)
+    for pid in (p for p in os.listdir('/proc') if p.isdigit()):
+        if not stale:
+            break
+        try:
+            with open('/proc/{}/maps'.format(pid)) as maps:
+                mapped = maps.read()
+        except OSError:  # gone, or another user's
+            continue
+        stale = {name for name in stale if name not in mapped}
+    for name in sorted(stale):
+        try:
+            os.remove(os.path.join(folder, name))
+        except OSError:
+            pass
+    return sorted(stale)
 
 
 @contextlib.contextmanager

@@ -1,5 +1,6 @@
 """job: agreeing on bad input, and how each failure ends
 the job (one line, exit status), with stand-ins for MPI."""
+import os
 import sys
 
 import pytest
@@ -176,3 +177,23 @@ def test_a_stop_signal_exits_4_reported_once(world, capsys, rank):
         ['train_imagenet.py: stopped by SIGTERM after iteration 7']
         if rank == 0 else [])
     assert world.aborted is None
+
+
+def test_leaked_semaphores_are_removed_and_live_ones_kept(tmp_path):
+    import mmap
+    import time
+    old = time.time() - 3600
+    for name in ('sem.mp-leaked', 'sem.mp-mapped', 'sem.mp-young',
+                 'other-file'):
+        (tmp_path / name).write_bytes(b'\0' * 32)
+    for name in ('sem.mp-leaked', 'sem.mp-mapped', 'other-file'):
+        os.utime(str(tmp_path / name), (old, old))
+    with open(str(tmp_path / 'sem.mp-mapped'), 'r+b') as f:
+        mapped = mmap.mmap(f.fileno(), 32)  # as a process with it open
+        try:
+            assert job.remove_leaked_semaphores(str(tmp_path)) == [
+                'sem.mp-leaked']
+        finally:
+            mapped.close()
+    assert sorted(os.listdir(str(tmp_path))) == [
+        'other-file', 'sem.mp-mapped', 'sem.mp-young']
