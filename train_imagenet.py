@@ -375,8 +375,7 @@ def train(args, recipe):
 def model_file(args, recipe, model, n_class, class_names, mean, trainer):
     """model.npz's content: the plain network (:func:`models.plain_copy`)
     and its metadata (:class:`models.saved_model.ModelFile`)."""
-    validated = [entry for entry in trainer.get_extension('LogReport').log
-                 if 'validation/main/accuracy' in entry]
+    last = extensions.last_validation(trainer)
     return models.saved_model.ModelFile(models.plain_copy(
         model.predictor, functools.partial(
             models.archs[args.arch], n_class, width=args.width)), dict(
@@ -384,10 +383,10 @@ def model_file(args, recipe, model, n_class, class_names, mean, trainer):
         class_names=list(class_names or datasets.class_names_of(args.train)),
         crop_size=args.crop_size, resize=args.resize, mean=mean,
         recipe=dataclasses.asdict(recipe), validation={
-            key: validated[-1][key] for key in (
+            key: last[key] for key in (
                 'validation/main/accuracy', 'validation/main/top5',
                 'validation/main/loss', 'iteration', 'epoch')}
-        if validated else {}))
+        if last else {}))
 
 
 def add_extensions(trainer, args, comm, stop, config, model, recipe,

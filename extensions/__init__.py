@@ -7,6 +7,7 @@ from extensions.hyperparameter_schedule import HyperparameterSchedule  # NOQA
 from extensions.throughput import Throughput  # NOQA
 from extensions.triggers import AnyOfTriggers  # NOQA
 from extensions.reports import add_reports  # NOQA
+from extensions.reports import last_validation  # NOQA
 from extensions.reports import summary_line  # NOQA
 from extensions.stall_watchdog import StallWatchdog  # NOQA
 from extensions.tensorboard import TensorBoardReport  # NOQA

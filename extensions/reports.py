@@ -116,6 +116,13 @@ class _WithoutEscapes(object):
         self.out.flush()
 
 
+def last_validation(trainer):
+    """The log's newest entry with validation figures, or None."""
+    validated = [entry for entry in trainer.get_extension('LogReport').log
+                 if 'validation/main/accuracy' in entry]
+    return validated[-1] if validated else None
+
+
 def summary_line(trainer):
     """One line closing a run: where it ended, its last validation (that of
     the final weights, the trained model's, when it validated last), the
@@ -124,11 +131,8 @@ def summary_line(trainer):
     updater = trainer.updater
     parts = ['finished at iteration {} (epoch {:.2f})'.format(
         updater.iteration, updater.epoch_detail)]
-    validated = [entry for entry in
-                 trainer.get_extension('LogReport').log
-                 if 'validation/main/accuracy' in entry]
-    if validated:
-        last = validated[-1]
+    last = last_validation(trainer)
+    if last:
         parts.append('validation top-1 {:.2%}, top-5 {:.2%}, loss {:.4g} '
                      '({})'.format(
                          last['validation/main/accuracy'],
