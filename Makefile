@@ -24,7 +24,7 @@ setup: $(VENV)/.installed
 # PIP_BUILD_CONSTRAINT. The C extensions are built at install: a changed
 # source reinstalls.
 $(VENV)/.installed: setup.py constraints.txt communicators/_half.c \
-		cpu_engine/_kernels.c datasets/_resample.c
+		cpu_engine/_kernels.c image_data/_resample.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	PIP_CONSTRAINT=$(CURDIR)/constraints.txt PIP_BUILD_CONSTRAINT=$(CURDIR)/constraints.txt \
 		$(PY) -m pip install -q -e '.[$(EXTRAS)]' '$(NUMPY)'

@@ -22,9 +22,9 @@ import chainer  # NOQA: E402
 import chainer.functions as F  # NOQA: E402
 import numpy  # NOQA: E402
 
-import datasets  # NOQA: E402
-from datasets import in_memory  # NOQA: E402
-from datasets.image_list import read_dataset  # NOQA: E402
+import image_data  # NOQA: E402
+from image_data import in_memory  # NOQA: E402
+from image_data.image_list import read_dataset  # NOQA: E402
 from errors import InputError  # NOQA: E402
 from extensions.evaluator import batch_sums  # NOQA: E402
 import models  # NOQA: E402
@@ -61,11 +61,11 @@ def preprocessing(metadata, crop_size=None, mean_path=None):
     without them (a snapshot) takes ImageNet's 224 and mean."""
     crop = crop_size or int(metadata.get('crop_size', 224))
     resize = (int(metadata['resize']) if 'resize' in metadata and not
-              crop_size else datasets.resize_for(crop))
+              crop_size else image_data.resize_for(crop))
     if mean_path:
-        mean = datasets.load_mean(mean_path, resize)
+        mean = image_data.load_mean(mean_path, resize)
     else:
-        mean = metadata.get('mean', datasets.load_mean(None, resize))
+        mean = metadata.get('mean', image_data.load_mean(None, resize))
     return crop, resize, mean
 
 
@@ -79,7 +79,7 @@ def read_validation(path, root, class_names, resize):
 def evaluate(network, pairs, transform, device, batchsize, loaderjob=0):
     """``(loss, top-1, top-5, images)`` over ``pairs``, as the trainer's
     validation scores them."""
-    iterator = datasets.validation_iterator(pairs, 0, 1, transform, batchsize,
+    iterator = image_data.validation_iterator(pairs, 0, 1, transform, batchsize,
                                             loaderjob)
     sums = numpy.zeros(4)
     with chainer.using_config('train', False), chainer.no_backprop_mode():
@@ -118,7 +118,7 @@ def main(argv=None):
             '@cupy:{}'.format(args.gpu) if args.gpu >= 0 else '@numpy')
         device.use()
         network.to_device(device)
-        transform = datasets.ValTransform(crop, mean, resize)
+        transform = image_data.ValTransform(crop, mean, resize)
         class_names = metadata.get('class_names') or []
         if args.predict:
             print('\n'.join(predict(network, args.predict, transform, device,

@@ -42,7 +42,7 @@ import traceback
 import weakref
 
 import cuda_stack
-from datasets.decoding import UndecodableImageError
+from image_data.decoding import UndecodableImageError
 from errors import DIVERGED_STATUS
 from errors import STOPPED_STATUS
 from errors import InputError

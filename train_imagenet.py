@@ -25,8 +25,8 @@ import numpy
 
 import communicators
 import job
-import datasets
-from datasets import demo
+import image_data
+from image_data import demo
 import errors
 import extensions
 from extensions import signal_stop
@@ -176,8 +176,8 @@ def check_args(args):
         ('crop_size', args.crop_size <= args.resize,
          'at most --resize ({})'.format(args.resize)),
         ('loaderjob', args.loaderjob >= 0, 'non-negative'),
-        ('decoder', args.decoder in datasets.DECODERS,
-         ' or '.join(datasets.DECODERS)),
+        ('decoder', args.decoder in image_data.DECODERS,
+         ' or '.join(image_data.DECODERS)),
         ('cudnn_workspace', args.cudnn_workspace >= 0, 'non-negative'),
         ('seed', 0 <= args.seed < 2 ** 32, 'in [0, 2**32)'),
         ('device', _DEVICE.match(args.device),
@@ -199,7 +199,7 @@ def main(argv=None):
     epoch, crop_size = (3, demo.CROP_SIZE) if args.demo else (90, 224)
     args.epoch = epoch if args.epoch is None else args.epoch
     args.crop_size = crop_size if args.crop_size is None else args.crop_size
-    args.resize = args.resize or datasets.resize_for(args.crop_size)
+    args.resize = args.resize or image_data.resize_for(args.crop_size)
     if args.test:
         args.log_interval, args.iterations = 1, args.iterations or 5
     with job.ending_the_job(args.out):
@@ -237,7 +237,7 @@ def read_inputs(args, recipe, comm):
         if comm.rank == 0:
             print('--accumulate auto: {} micro-batches per worker keep the '
                   'total of {}'.format(args.accumulate, path))
-    train, val, n_class = datasets.load_datasets(
+    train, val, n_class = image_data.load_datasets(
         comm, args.train, args.val, args.root, args.n_class, args.resize)
     config = snapshots.RunConfiguration(
         arch=args.arch, width=args.width, n_class=n_class,
@@ -245,7 +245,7 @@ def read_inputs(args, recipe, comm):
         accumulate=args.accumulate, seed=args.seed, dtype=recipe.dtype,
         recipe=recipe.name, optimizer=recipe.optimizer,
         momentum_correction=recipe.momentum_correction, lars=recipe.lars,
-        dataset=datasets.fingerprint(train), bn_variance=args.bn_variance)
+        dataset=image_data.fingerprint(train), bn_variance=args.bn_variance)
     if args.allow_new_dataset:
         config.free_keys = ('dataset',)
     if comm.rank == 0:
@@ -253,7 +253,7 @@ def read_inputs(args, recipe, comm):
     with job.naming('--resume'):
         resume = snapshots.find_resume(args.resume, args.out, config)
     with job.naming('--mean'):
-        mean = datasets.load_mean(args.mean, args.resize)
+        mean = image_data.load_mean(args.mean, args.resize)
     return train, val, n_class, config, resume, mean
 
 
@@ -298,7 +298,7 @@ def train(args, recipe):
                                            args.accumulate, total_batchsize))
         print('training images: {}  validation images: {}  classes: {} '
               '({})'.format(len(train_set), len(val_set), n_class,
-                            datasets.class_count_source(args.train,
+                            image_data.class_count_source(args.train,
                                                         args.n_class)))
 
     # The iterators; on GPUs the images travel as uint8 and are normalized
@@ -307,16 +307,16 @@ def train(args, recipe):
     transform_args = (args.crop_size, mean, args.resize,
                       args.skip_bad_images, args.decoder,
                       args.resize_whole_image, uint8_input)
-    transform = datasets.TrainTransform(*transform_args)
-    converter = datasets.SkippingConverter(
+    transform = image_data.TrainTransform(*transform_args)
+    converter = image_data.SkippingConverter(
         transform.normalize_batch if uint8_input else None)
     train_iter = job.agree(
-        comm, datasets.GlobalOrderIterator, train_set, args.batchsize,
+        comm, image_data.GlobalOrderIterator, train_set, args.batchsize,
         transform, rank=comm.rank, n_workers=comm.size,
         micro_batches=args.accumulate, seed=args.seed,
         n_processes=args.loaderjob)
-    val_iter = datasets.validation_iterator(
-        val_set, comm.rank, comm.size, datasets.ValTransform(*transform_args),
+    val_iter = image_data.validation_iterator(
+        val_set, comm.rank, comm.size, image_data.ValTransform(*transform_args),
         args.val_batchsize, args.loaderjob, limit=64 if args.test else None)
 
     # The model, the optimizer and the trainer
@@ -380,7 +380,7 @@ def model_file(args, recipe, model, n_class, class_names, mean, trainer):
         model.predictor, functools.partial(
             models.archs[args.arch], n_class, width=args.width)), dict(
         arch=args.arch, width=args.width, n_class=n_class,
-        class_names=list(class_names or datasets.class_names_of(args.train)),
+        class_names=list(class_names or image_data.class_names_of(args.train)),
         crop_size=args.crop_size, resize=args.resize, mean=mean,
         recipe=dataclasses.asdict(recipe), validation={
             key: last[key] for key in (

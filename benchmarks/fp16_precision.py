@@ -45,7 +45,7 @@ import cpu_engine
 from communicators import half_scaling
 from communicators.half_conversion import add_half
 from communicators.half_conversion import to_half
-from datasets import demo
+from image_data import demo
 from models import ResNet50
 
 ORDERS = ('float32', 'divide-first', 'sum-first', 'global scale',

@@ -4,7 +4,7 @@
     python -m benchmarks.input_pipeline [--rounds 5] [--images 200]
         [--crop-size 224]
 
-Times ``datasets.TrainTransform`` (decode, resize, random crop, flip, mean
+Times ``image_data.TrainTransform`` (decode, resize, random crop, flip, mean
 subtraction) in process CPU time, on one thread (so per core), on
 ImageNet-like JPEGs cut from a real photograph (:mod:`benchmarks.photos`),
 each image with its own seeded generator as the training iterator gives:
@@ -34,9 +34,9 @@ import numpy
 from PIL import Image
 
 from benchmarks.photos import write_photos
-import datasets
-from datasets import crop_window
-from datasets import decoding
+import image_data
+from image_data import crop_window
+from image_data import decoding
 
 
 #: ``(name, TrainTransform keyword arguments)`` of the timed paths.
@@ -79,8 +79,8 @@ def transform_rates(transforms, paths, n, rounds):
 def profile(paths, side, crop, n):
     """Milliseconds per image of each step, on the first image."""
     path = paths[0]
-    mean = datasets.load_mean(None, side)
-    transform = datasets.TrainTransform(crop, mean, side)
+    mean = image_data.load_mean(None, side)
+    transform = image_data.TrainTransform(crop, mean, side)
     with Image.open(path) as image:
         decoded = decoding._draft_rgb(image, side)
     pixels = numpy.asarray(decoded)
@@ -136,9 +136,9 @@ def main(argv=None):
                         help='images per path and round (default: 200)')
     parser.add_argument('--crop-size', type=int, default=224)
     args = parser.parse_args(argv)
-    side = datasets.resize_for(args.crop_size)
-    mean = datasets.load_mean(None, side)
-    transforms = {name: datasets.TrainTransform(args.crop_size, mean, side,
+    side = image_data.resize_for(args.crop_size)
+    mean = image_data.load_mean(None, side)
+    transforms = {name: image_data.TrainTransform(args.crop_size, mean, side,
                                                 **kwargs)
                   for name, kwargs in PATHS}
     with tempfile.TemporaryDirectory() as folder:

@@ -10,7 +10,7 @@ inode), then for each rank count and each path runs ``mpiexec -n N`` of
 this module's ``--rank`` mode, which does what train_imagenet.py does
 before its first iteration:
 
-    new: ``datasets.load_index`` inside ``job.agree`` (rank 0 reads
+    new: ``image_data.load_index`` inside ``job.agree`` (rank 0 reads
          and checks, the others receive the arrays by MPI_Bcast), then the
          GlobalOrderIterator and the validation iterator
     old: every rank reads and checks the list files into a list of
@@ -144,7 +144,7 @@ def rank_main(args):
         p.join()
     import chainermn
     import job
-    import datasets
+    import image_data
     comm = chainermn.create_communicator('naive')
     mpi_up = time.time() - launch
     rss_before = _status()['VmRSS']
@@ -152,18 +152,18 @@ def rank_main(args):
     val_list = os.path.join(args.dir, 'val.txt')
     if args.path == 'new':
         train, val, n_class = job.agree(
-            comm, datasets.load_index, comm, train_list, val_list, args.dir)
+            comm, image_data.load_index, comm, train_list, val_list, args.dir)
     else:
         train = old_read_list_file(train_list, args.dir)
         val = old_read_list_file(val_list, args.dir)
     indexed = time.time() - launch
     index_mb = _status()['VmRSS'] - rss_before
-    mean = datasets.load_mean(None, 256)
-    train_iter = datasets.GlobalOrderIterator(
-        train, 32, datasets.TrainTransform(224, mean), rank=comm.rank,
+    mean = image_data.load_mean(None, 256)
+    train_iter = image_data.GlobalOrderIterator(
+        train, 32, image_data.TrainTransform(224, mean), rank=comm.rank,
         n_workers=comm.size, n_processes=args.loaderjob)
-    val_iter = datasets.validation_iterator(
-        val, comm.rank, comm.size, datasets.ValTransform(224, mean), 50,
+    val_iter = image_data.validation_iterator(
+        val, comm.rank, comm.size, image_data.ValTransform(224, mean), 50,
         n_processes=args.loaderjob)
     ready = time.time() - launch
     loaders = []

@@ -56,7 +56,7 @@ from benchmarks import step_profile
 import cpu_engine
 from cpu_engine import cpu_runtime
 from cpu_engine import updates
-import datasets
+import image_data
 import errors
 import models
 from optimizers import recipes
@@ -426,8 +426,8 @@ def transform_rate(crop_size, n):
     pixels = numpy.stack([128 + 100 * numpy.sin(xx / 17. + c)
                           * numpy.cos(yy / 23.) for c in range(3)], -1)
     pixels = (pixels + rng.normal(0, 12, pixels.shape)).clip(0, 255)
-    transform = datasets.TrainTransform(
-        crop_size, datasets.load_mean(None, datasets.resize_for(crop_size)))
+    transform = image_data.TrainTransform(
+        crop_size, image_data.load_mean(None, image_data.resize_for(crop_size)))
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, 'image.jpg')
         Image.fromarray(pixels.astype(numpy.uint8)).save(path, quality=90)

@@ -241,7 +241,7 @@ class RunConfiguration(extension.Extension):
     in a snapshot is the same on all workers (docs/reliability.md, "Elastic
     resume"). Snapshots older than the keys in :attr:`LATER_KEYS` lack them
     and are checked on the others. The training set's fingerprint
-    (``dataset``, :func:`datasets.fingerprint`) is checked too, unless it is
+    (``dataset``, :func:`image_data.fingerprint`) is checked too, unless it is
     one of :attr:`free_keys`. A loaded snapshot leaves this run's values of
     the free keys and of the split (:attr:`SPLIT_KEYS`), which later
     snapshots record.

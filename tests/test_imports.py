@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO
 
 PACKAGES = ('models', 'optimizers', 'extensions', 'communicators',
-            'datasets', 'updaters', 'train_imagenet')
+            'image_data', 'updaters', 'train_imagenet')
 
 LOADED = '''
 import sys

@@ -32,6 +32,6 @@ The package: ``regime`` (the plan, its configurations and runs), ``runner``
 (training them), ``report`` and ``plots`` (``results.json`` and the page).
 
 The images come from Debian's ``dataset-fashion-mnist``, written as JPEGs by
-``datasets.make_demo`` and decoded once into ``.npz`` files by
-``datasets.in_memory``, which ``train_imagenet.py`` reads as train/val.
+``image_data.make_demo`` and decoded once into ``.npz`` files by
+``image_data.in_memory``, which ``train_imagenet.py`` reads as train/val.
 """

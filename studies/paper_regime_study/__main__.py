@@ -21,7 +21,7 @@ from studies.paper_regime_study.runner import park
 from studies.paper_regime_study.runner import run_study
 from studies.trainer_runs import REPO
 from studies.trainer_runs import TRAINER
-from datasets import make_demo
+from image_data import make_demo
 
 RESULTS = os.path.join(REPO, 'docs', 'large_batch_study')
 PAGE = os.path.join(REPO, 'docs', 'large_batch_study.md')

@@ -22,10 +22,10 @@ from studies.paper_regime_study.regime import train_args
 from studies.trainer_runs import mpi_command
 from studies.trainer_runs import read_log
 from studies.trainer_runs import validation_curve
-from datasets import in_memory
+from image_data import in_memory
 from extensions import snapshot_files
-from datasets import make_demo
-from datasets.transforms import resize_for
+from image_data import make_demo
+from image_data.transforms import resize_for
 from errors import DIVERGED_STATUS
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from studies.paper_regime_study import regime
 from studies.paper_regime_study import runner
-from datasets import make_demo
+from image_data import make_demo
 from conftest import REPO
 
 

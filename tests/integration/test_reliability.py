@@ -235,7 +235,7 @@ def test_resume_with_another_setting_is_refused(demo_snapshot):
 
 def test_resume_on_another_training_set_needs_allow_new_dataset(
         demo_snapshot, tmp_path):
-    train = os.path.join(REPO, 'datasets', 'demo', 'train')
+    train = os.path.join(REPO, 'image_data', 'demo', 'train')
     listing = tmp_path / 'train.txt'
     with open(listing, 'w') as f:
         for label, folder in enumerate(sorted(os.listdir(train))):
@@ -244,7 +244,7 @@ def test_resume_on_another_training_set_needs_allow_new_dataset(
                                          label))
     out = os.path.dirname(demo_snapshot)
     args = [a for a in SMALL if a != '--demo'] + [
-        str(listing), os.path.join(REPO, 'datasets', 'demo', 'val'),
+        str(listing), os.path.join(REPO, 'image_data', 'demo', 'val'),
         '--crop-size', '32', '--n-class', '10', '--iterations', '2',
         '--resume', demo_snapshot,
         '--out', out]

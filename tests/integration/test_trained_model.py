@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO, run_mpi
 import models
 
-VAL = os.path.join(REPO, 'datasets', 'demo', 'val')
+VAL = os.path.join(REPO, 'image_data', 'demo', 'val')
 TINY = ['train_imagenet.py', '--demo', '--batchsize', '4', '--loaderjob',
         '0', '--val_batchsize', '100', '--width', '0.125', '--iterations',
         '6']
@@ -106,9 +106,9 @@ def test_the_onnx_graph_gives_the_same_classes_and_logits(trained,
     assert proc.returncode == 0, proc.stderr
     network, metadata = models.saved_model.load(
         os.path.join(out, 'model.npz'))
-    import datasets
-    from datasets.image_list import read_dataset
-    transform = datasets.ValTransform(metadata['crop_size'],
+    import image_data
+    from image_data.image_list import read_dataset
+    transform = image_data.ValTransform(metadata['crop_size'],
                                       metadata['mean'], metadata['resize'])
     index, _ = read_dataset(VAL, '.', metadata['class_names'])
     x = numpy.stack([transform(index[i])[0] for i in range(0, 1000, 10)])
@@ -128,7 +128,7 @@ def test_the_onnx_graph_gives_the_same_classes_and_logits(trained,
 def test_initmodel_starts_a_run_from_a_model_with_a_new_head(
         trained, tmp_path):
     out, _ = trained
-    train = os.path.join(REPO, 'datasets', 'demo', 'train')
+    train = os.path.join(REPO, 'image_data', 'demo', 'train')
     listing = tmp_path / 'train.txt'
     with open(listing, 'w') as f:
         for label, folder in enumerate(['0_tshirt_top', '1_trouser']):

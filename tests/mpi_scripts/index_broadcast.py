@@ -3,7 +3,7 @@
 Usage: index_broadcast.py IMAGE_DIR TRAIN VAL [ROOT]
 Counts, per rank, the file-system calls (stat, lstat, listdir, scandir,
 open) on paths under IMAGE_DIR through wrappers of those functions, loads
-the index as train_imagenet.py does (:func:`datasets.load_index` inside
+the index as train_imagenet.py does (:func:`image_data.load_index` inside
 ``job.agree``), has a loader process of a GlobalOrderIterator read
 from the received index, and prints one JSON line per rank.
 """
@@ -57,16 +57,16 @@ def main():
 
     import chainermn
     import job
-    import datasets
+    import image_data
 
     comm = chainermn.create_communicator('naive')
     with job.ending_the_job(out=None):
         train, val, n_class = job.agree(
-            comm, datasets.load_index, comm, *sys.argv[2:])
+            comm, image_data.load_index, comm, *sys.argv[2:])
     n_calls = len(calls)
     args = (train, 1, pair_transform, comm.rank, comm.size)
-    pooled = datasets.GlobalOrderIterator(*args, n_processes=1)
-    here = datasets.GlobalOrderIterator(*args)
+    pooled = image_data.GlobalOrderIterator(*args, n_processes=1)
+    here = image_data.GlobalOrderIterator(*args)
     from_loader, expected = next(pooled), next(here)
     pooled.finalize()
     print(json.dumps({

@@ -6,7 +6,7 @@ import chainer
 import chainermn
 import numpy
 
-from datasets.validation import validation_shard
+from image_data.validation import validation_shard
 from extensions import DistributedEvaluator
 
 

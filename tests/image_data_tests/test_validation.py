@@ -1,8 +1,8 @@
-"""datasets.validation: each image in exactly one worker's shard."""
+"""image_data.validation: each image in exactly one worker's shard."""
 import chainer
 import pytest
 
-from datasets import validation
+from image_data import validation
 
 
 @pytest.mark.parametrize('n, size', [(10, 3), (7, 2), (1, 2), (0, 3),

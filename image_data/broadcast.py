@@ -10,9 +10,9 @@ import functools
 import os
 import time
 
-from datasets import in_memory
-from datasets.image_index import ImageIndex
-from datasets.image_list import read_datasets
+from image_data import in_memory
+from image_data.image_index import ImageIndex
+from image_data.image_list import read_datasets
 from errors import InputError
 
 
@@ -60,7 +60,7 @@ def broadcast_index(comm, read, root=0):
 
 def load_datasets(comm, train, val, root='.', n_class=None, side=None):
     """``(train, val, n_class)``: from ``.npz`` files of decoded images
-    (:mod:`datasets.in_memory`, ``side`` pixels; every rank reads its own
+    (:mod:`image_data.in_memory`, ``side`` pixels; every rank reads its own
     copy, one file read), else :func:`load_index` of list files or class
     folders."""
     if train.endswith('.npz'):
@@ -82,7 +82,7 @@ def load_index(comm, train, val, root='.', n_class=None):
     """``(train_index, val_index, n_class)``, read and checked on rank 0.
 
     Arguments after ``comm`` are those of
-    :func:`datasets.image_list.read_datasets`.
+    :func:`image_data.image_list.read_datasets`.
     """
     return broadcast_index(
         comm, functools.partial(read_datasets, train, val, root, n_class))

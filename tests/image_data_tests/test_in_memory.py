@@ -1,11 +1,11 @@
-"""datasets.in_memory: images decoded once give the same examples as the
+"""image_data.in_memory: images decoded once give the same examples as the
 files, through the same crop, flip and normalization."""
 import numpy
 import pytest
 from PIL import Image
 
-from datasets import in_memory
-from datasets import transforms
+from image_data import in_memory
+from image_data import transforms
 from errors import InputError
 
 SIDE = transforms.resize_for(32)

@@ -5,7 +5,7 @@ import pytest
 from PIL import Image
 
 from benchmarks.photos import write_photos
-import datasets
+import image_data
 import errors
 
 
@@ -17,8 +17,8 @@ def test_train_transform_shape_range_and_determinism(tmp_path):
     path = str(tmp_path / 'x.jpg')
     Image.fromarray(numpy.random.RandomState(0).randint(
         0, 256, (48, 64, 3)).astype(numpy.uint8)).save(path)
-    mean = datasets.load_mean(None, 36)
-    t = datasets.TrainTransform(32, mean, 36)
+    mean = image_data.load_mean(None, 36)
+    t = image_data.TrainTransform(32, mean, 36)
     x, label = t((path, 4), numpy.random.default_rng(1))
     y, _ = t((path, 4), numpy.random.default_rng(1))
     assert x.shape == (3, 32, 32) and x.dtype == numpy.float32
@@ -35,7 +35,7 @@ def test_val_transform_is_a_centre_crop(tmp_path):
     image = numpy.arange(36 * 36 * 3, dtype=numpy.uint32).reshape(36, 36, 3)
     Image.fromarray((image % 251).astype(numpy.uint8)).save(path)
     mean = numpy.zeros(3, numpy.float32)
-    x, _ = datasets.ValTransform(32, mean, 36)((path, 0))
+    x, _ = image_data.ValTransform(32, mean, 36)((path, 0))
     expected = (image % 251)[2:34, 2:34].transpose(2, 0, 1) / 255.
     numpy.testing.assert_allclose(x, expected, rtol=1e-6)
 
@@ -47,8 +47,8 @@ def test_per_pixel_mean_is_cropped_with_the_image(tmp_path):
     pixel_mean = numpy.zeros((3, 36, 36), numpy.float32)
     pixel_mean[:, 2:34, 2:34] = numpy.array([10, 20, 30])[:, None, None]
     numpy.save(mean_file, pixel_mean)
-    mean = datasets.load_mean(mean_file, 36)
-    x, _ = datasets.ValTransform(32, mean, 36)((path, 0))
+    mean = image_data.load_mean(mean_file, 36)
+    x, _ = image_data.ValTransform(32, mean, 36)((path, 0))
     assert (x == 0).all()
 
 
@@ -56,7 +56,7 @@ def test_mean_file_of_wrong_shape_is_refused(tmp_path):
     mean_file = str(tmp_path / 'mean.npy')
     numpy.save(mean_file, numpy.zeros((3, 10, 10)))
     with pytest.raises(errors.InputError, match=r'mean\.npy: shape'):
-        datasets.load_mean(mean_file, 36)
+        image_data.load_mean(mean_file, 36)
 
 
 @pytest.mark.parametrize('write, expected', [
@@ -82,18 +82,18 @@ def test_a_mean_file_that_is_no_mean_is_refused(tmp_path, write, expected):
     if os.path.exists(mean_file + '.npz'):  # savez adds the suffix
         os.rename(mean_file + '.npz', mean_file)
     with pytest.raises(errors.InputError) as e:
-        datasets.load_mean(mean_file, 36)
+        image_data.load_mean(mean_file, 36)
     assert str(e.value) == '{}: {}'.format(mean_file, expected)
 
 
 def test_library_errors_name_parameters_and_files_not_flags(tmp_path):
     with pytest.raises(errors.ParameterError) as e:
-        datasets.ValTransform(40, datasets.load_mean(None, 36), 36)
+        image_data.ValTransform(40, image_data.load_mean(None, 36), 36)
     assert str(e.value) == ('crop_size must be at most the resized image '
                             'side 36, got 40')
     missing = str(tmp_path / 'mean.npy')
     with pytest.raises(errors.InputError) as e:
-        datasets.load_mean(missing, 36)
+        image_data.load_mean(missing, 36)
     assert str(e.value) == '{}: no such file'.format(missing)
 
 
@@ -122,14 +122,14 @@ def older_train_transform(path, crop, side, rng):
     scale = numpy.float32(1 / 255)
     out = numpy.empty(x.shape, numpy.float32)
     numpy.multiply(x, scale, out=out, dtype=numpy.float32)
-    out -= datasets.transforms.IMAGENET_MEAN.reshape(3, 1, 1) * scale
+    out -= image_data.transforms.IMAGENET_MEAN.reshape(3, 1, 1) * scale
     return out
 
 
 def test_pillow_and_the_whole_image_give_the_older_pixels_bit_for_bit(
         photos):
-    mean = datasets.load_mean(None, 256)
-    t = datasets.TrainTransform(224, mean, 256, decoder='pillow',
+    mean = image_data.load_mean(None, 256)
+    t = image_data.TrainTransform(224, mean, 256, decoder='pillow',
                                 resize_whole_image=True)
     for path in photos:
         for seed in range(4):
@@ -143,9 +143,9 @@ def test_the_crop_box_is_within_one_level_of_the_whole_image(photos,
                                                              decoder):
     """Same seed, same crop and flip: the generator is drawn alike, and
     the pixels differ by at most one level in under 1% of the values."""
-    mean = datasets.load_mean(None, 256)
-    fast = datasets.TrainTransform(224, mean, 256, decoder=decoder)
-    whole = datasets.TrainTransform(224, mean, 256, decoder='pillow',
+    mean = image_data.load_mean(None, 256)
+    fast = image_data.TrainTransform(224, mean, 256, decoder=decoder)
+    whole = image_data.TrainTransform(224, mean, 256, decoder='pillow',
                                     resize_whole_image=True)
     levels = []
     for path in photos:
@@ -161,14 +161,14 @@ def test_the_crop_box_is_within_one_level_of_the_whole_image(photos,
 
 
 def test_the_validation_crop_box_is_within_one_level_too(photos):
-    mean = datasets.load_mean(None, 256)
-    x, _ = datasets.ValTransform(224, mean, 256)((photos[0], 0))
-    y, _ = datasets.ValTransform(224, mean, 256, decoder='pillow',
+    mean = image_data.load_mean(None, 256)
+    x, _ = image_data.ValTransform(224, mean, 256)((photos[0], 0))
+    y, _ = image_data.ValTransform(224, mean, 256, decoder='pillow',
                                  resize_whole_image=True)((photos[0], 0))
     assert numpy.abs(x - y).max() <= 1.001 / 255
 
 
 def test_an_unknown_decoder_is_refused():
     with pytest.raises(errors.ParameterError, match='decoder must be'):
-        datasets.TrainTransform(32, datasets.load_mean(None, 36), 36,
+        image_data.TrainTransform(32, image_data.load_mean(None, 36), 36,
                                 decoder='turbo')

@@ -3,7 +3,7 @@ as the transform's own normalization, bit for bit."""
 import numpy
 import pytest
 
-import datasets
+import image_data
 from errors import ParameterError
 
 
@@ -19,15 +19,15 @@ def test_uint8_batches_normalize_to_the_float32_ones(kind):
     made = {}
     for uint8 in (False, True):
         if kind == 'train':
-            transform = datasets.TrainTransform(16, mean, 20,
+            transform = image_data.TrainTransform(16, mean, 20,
                                                 uint8_output=uint8)
             rng = numpy.random.default_rng(3)
             batch = [transform(example, rng) for example in images(6)]
         else:
-            transform = datasets.ValTransform(16, mean, 20,
+            transform = image_data.ValTransform(16, mean, 20,
                                               uint8_output=uint8)
             batch = [transform(example) for example in images(6)]
-        converter = datasets.SkippingConverter(
+        converter = image_data.SkippingConverter(
             transform.normalize_batch if uint8 else None)
         x, t = converter(batch)
         if uint8:
@@ -39,5 +39,5 @@ def test_uint8_batches_normalize_to_the_float32_ones(kind):
 
 def test_a_per_pixel_mean_stays_on_the_host():
     with pytest.raises(ParameterError):
-        datasets.TrainTransform(16, numpy.zeros((3, 20, 20), numpy.float32),
+        image_data.TrainTransform(16, numpy.zeros((3, 20, 20), numpy.float32),
                                 20, uint8_output=True)

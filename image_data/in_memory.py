@@ -3,18 +3,18 @@
 Decoding and resizing a JPEG costs far more than the crop, flip and scaling
 of a 32 px image, and on a small dataset it is the same work every epoch.
 :func:`pack` decodes every image once with
-:func:`datasets.decoding.load_square`, at the side the transforms crop from,
+:func:`image_data.decoding.load_square`, at the side the transforms crop from,
 into an ``.npz`` of ``images`` (N, side, side, 3) uint8, ``labels`` (N,)
 int32 and ``class_names``; :func:`load` reads it back (every worker reads
 its own copy: it is a file read, not a directory walk). The transforms here
-are those of :mod:`datasets.transforms` without the decoding: the same crop
+are those of :mod:`image_data.transforms` without the decoding: the same crop
 and flip from the same per-sample generator, so a run sees the same
 minibatches from the ``.npz`` as from the image files with
 ``resize_whole_image`` (``--resize-whole-image``; by default the files' crops
-are resized from their box alone, :mod:`datasets.crop_window`, and a few
+are resized from their box alone, :mod:`image_data.crop_window`, and a few
 pixels differ by one level).
 
-    python -m datasets.in_memory DATASET OUT.npz [--crop-size 32] [--root R]
+    python -m image_data.in_memory DATASET OUT.npz [--crop-size 32] [--root R]
 """
 import argparse
 import os
@@ -23,9 +23,9 @@ import zipfile
 import numpy
 
 import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
-from datasets import image_list
-from datasets.decoding import load_square
-from datasets.transforms import resize_for
+from image_data import image_list
+from image_data.decoding import load_square
+from image_data.transforms import resize_for
 from errors import InputError
 
 
@@ -89,7 +89,7 @@ def load(path, side):
                 if 'class_names' in npz.files else []
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
         raise InputError('dataset {}: not an .npz of images and labels, as '
-                         'python -m datasets.in_memory writes ({})'
+                         'python -m image_data.in_memory writes ({})'
                          .format(path, e))
     if images.dtype != numpy.uint8 or images.ndim != 4 \
             or images.shape[3] != 3 or len(labels) != len(images):
@@ -106,7 +106,7 @@ def load(path, side):
 
 def read_datasets(train, val, side, n_class=None):
     """The training and validation ``.npz`` and the number of classes,
-    checked as :func:`datasets.image_list.read_datasets` checks its layouts.
+    checked as :func:`image_data.image_list.read_datasets` checks its layouts.
 
     ``n_class`` None is the number of the training set's class names (the
     largest label + 1 without names, as for list files).

@@ -7,9 +7,9 @@ whichever loader process runs it.
 
 The crop is that of the image resized to ``resize`` (shorter side) and
 centre-cropped to a square. By default only the crop's box of the decoded
-image is resized, unless the image is enlarged (:mod:`datasets.crop_window`);
+image is resized, unless the image is enlarged (:mod:`image_data.crop_window`);
 ``resize_whole_image`` resizes the whole image, then crops, as
-:func:`datasets.decoding.load_square` does (a few pixels differ by one level
+:func:`image_data.decoding.load_square` does (a few pixels differ by one level
 between the two).
 """
 import os
@@ -17,11 +17,11 @@ import os
 import chainer
 import numpy
 
-from datasets.crop_window import crop_of_resized
-from datasets.decoding import choose_decoder
-from datasets.decoding import load_rgb
-from datasets.decoding import load_square
-from datasets.decoding import UndecodableImageError
+from image_data.crop_window import crop_of_resized
+from image_data.decoding import choose_decoder
+from image_data.decoding import load_rgb
+from image_data.decoding import load_square
+from image_data.decoding import UndecodableImageError
 from errors import InputError
 from errors import ParameterError
 
@@ -84,7 +84,7 @@ def scale_and_center(crops, scale, scaled_mean):
 
 class _CropTransform(object):
     """Args: ``decoder`` is ``'auto'`` (simplejpeg where installed) or
-    ``'pillow'`` (:func:`datasets.decoding.choose_decoder`);
+    ``'pillow'`` (:func:`image_data.decoding.choose_decoder`);
     ``resize_whole_image`` resizes the whole image before cropping;
     ``uint8_output`` returns the uint8 crop, which the converter normalizes
     on the device with :meth:`normalize_batch` (a quarter of the bytes
@@ -119,7 +119,7 @@ class _CropTransform(object):
 
     def _load(self, path):
         """The resized square image, or None for an undecodable one when
-        skipping; an image decoded already (:mod:`datasets.in_memory`) as
+        skipping; an image decoded already (:mod:`image_data.in_memory`) as
         it is."""
         if isinstance(path, numpy.ndarray):
             return path

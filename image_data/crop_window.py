@@ -1,7 +1,7 @@
 """A crop of the resized image, resized from its box in the source alone.
 
 The transforms resize an image's shorter side to ``side``
-(:func:`datasets.decoding.resized_size`: ``new_w x new_h``), take the
+(:func:`image_data.decoding.resized_size`: ``new_w x new_h``), take the
 centre ``side`` square and crop ``crop`` pixels at ``(top, left)`` of it.
 Pillow's bilinear filter computes output column ``X`` of the resized image
 around ``(X + 0.5) w / new_w`` in the source, over a support of ``w /
@@ -19,11 +19,11 @@ exactly on pixel boundaries, where the float32 box moves a filter's window.
 import numpy
 from PIL import Image
 
-from datasets.decoding import resized_size
-from datasets.decoding import square
+from image_data.decoding import resized_size
+from image_data.decoding import square
 
 try:
-    from datasets import _resample
+    from image_data import _resample
 except ImportError:  # the extension is optional: Pillow resizes without it
     _resample = None
 
@@ -42,7 +42,7 @@ def resize_box(pixels, box, crop):
     """``Image.resize((crop, crop), BILINEAR, box=box)`` of ``(H, W, 3)``
     uint8 ``pixels``, as a ``(crop, crop, 3)`` uint8 array.
 
-    The C loops of ``datasets._resample`` compute Pillow's result bit for
+    The C loops of ``image_data._resample`` compute Pillow's result bit for
     bit (its fixed point, rounding and pass order) about 3x faster; where
     the extension is not built, Pillow resizes.
     """

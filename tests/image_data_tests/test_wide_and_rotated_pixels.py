@@ -4,7 +4,7 @@ import numpy
 import pytest
 from PIL import Image
 
-from datasets import decoding
+from image_data import decoding
 
 
 @pytest.mark.parametrize('decoder', ['pillow', 'auto'])

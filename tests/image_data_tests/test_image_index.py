@@ -10,9 +10,9 @@ import numpy
 import pytest
 
 from conftest import REPO
-from datasets.image_index import ImageIndex
-from datasets.image_index import SEGMENT_PREFIX
-from datasets.image_index import segment_prefix
+from image_data.image_index import ImageIndex
+from image_data.image_index import SEGMENT_PREFIX
+from image_data.image_index import segment_prefix
 
 PAIRS = [('n01/a.JPEG', 3), ('n01/b.JPEG', 0), ('n02/\u00e9t\u00e9.png', 7),
          (os.fsdecode(b'n02/raw\xff.jpg'), 2), ('c.jpg', 1)]
@@ -131,7 +131,7 @@ def test_exit_without_cleanup_leaves_no_segment():
         'import multiprocessing, pickle',
         # the forkserver's children import Chainer: chainer_compat first
         'multiprocessing.set_forkserver_preload(["chainer_compat"])',
-        'from datasets.image_index import ImageIndex',
+        'from image_data.image_index import ImageIndex',
         'index = ImageIndex("/r", [("a.jpg", 1)] * 1000)',
         'ctx = multiprocessing.get_context("forkserver")',
         'with ctx.Pool(2) as pool:',

@@ -6,7 +6,7 @@ Fashion-MNIST (Zalando Research, MIT license) is read from its IDX files
 ``<out>/{train,val}/<class>/<index>.jpg``: 28x28 grayscale images stored as
 RGB, so the demo exercises the same decoding path as ImageNet.
 
-    python -m datasets.make_demo [--idx-dir DIR] [--out DIR]
+    python -m image_data.make_demo [--idx-dir DIR] [--out DIR]
 """
 import argparse
 import gzip
@@ -16,7 +16,7 @@ import shutil
 import numpy
 from PIL import Image
 
-from datasets.demo import CLASS_NAMES, DEMO_ROOT
+from image_data.demo import CLASS_NAMES, DEMO_ROOT
 
 IDX_DIR = '/usr/share/datasets/fashion-mnist'
 

@@ -2,7 +2,7 @@ import pytest
 
 import chainer
 import errors
-import datasets
+import image_data
 
 
 def index_transform(example, rng):
@@ -11,7 +11,7 @@ def index_transform(example, rng):
 
 def run(n_workers, n, batch, updates, micro_batches=1, seed=0, **kw):
     """Indices each worker sees per update, and their augmentation draws."""
-    its = [datasets.GlobalOrderIterator(
+    its = [image_data.GlobalOrderIterator(
         list(range(n)), batch, index_transform, rank=r, n_workers=n_workers,
         micro_batches=micro_batches, seed=seed, **kw)
         for r in range(n_workers)]
@@ -67,7 +67,7 @@ def test_serialized_state_resumes_the_same_sequence(tmp_path):
     path = str(tmp_path / 'it.npz')
     chainer.serializers.save_npz(path, its[1])
     rest = [next(its[1]) for _ in range(8)]
-    fresh = datasets.GlobalOrderIterator(
+    fresh = image_data.GlobalOrderIterator(
         list(range(17)), 3, index_transform, rank=1, n_workers=2)
     chainer.serializers.load_npz(path, fresh)
     assert [next(fresh) for _ in range(8)] == rest
@@ -84,7 +84,7 @@ def test_loader_processes_give_the_same_batches():
 
 def test_total_minibatch_larger_than_dataset_is_refused():
     with pytest.raises(errors.InputError, match='larger than the training'):
-        datasets.GlobalOrderIterator(list(range(10)), 4, index_transform,
+        image_data.GlobalOrderIterator(list(range(10)), 4, index_transform,
                                      rank=0, n_workers=3)
 
 
@@ -92,7 +92,7 @@ def test_total_minibatch_larger_than_dataset_is_refused():
     (0, 1, 'batch_size'), (2, 0, 'micro_batches')])
 def test_sizes_must_be_positive(batch_size, micro_batches, name):
     with pytest.raises(errors.ParameterError) as e:
-        datasets.GlobalOrderIterator(list(range(10)), batch_size,
+        image_data.GlobalOrderIterator(list(range(10)), batch_size,
                                      index_transform,
                                      micro_batches=micro_batches)
     assert (e.value.name, e.value.expected) == (name, 'positive')

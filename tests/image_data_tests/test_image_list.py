@@ -5,8 +5,8 @@ import pytest
 from PIL import Image
 
 import errors
-import datasets
-from datasets import demo
+import image_data
+from image_data import demo
 
 
 def write_image(path, size=(40, 30), mode='RGB', color=100):
@@ -23,7 +23,7 @@ def folders(tmp_path):
 
 
 def test_class_folders_label_sorted_folder_names(folders):
-    pairs, names = datasets.read_class_folders(str(folders))
+    pairs, names = image_data.read_class_folders(str(folders))
     assert names == ['a_dog', 'b_cat', 'c_eel']
     assert len(pairs) == 9
     for path, label in pairs:
@@ -32,22 +32,22 @@ def test_class_folders_label_sorted_folder_names(folders):
 
 def test_validation_folders_reuse_training_labels(folders, tmp_path):
     write_image(str(tmp_path / 'val' / 'c_eel' / 'x.jpg'))
-    _, names = datasets.read_class_folders(str(folders))
-    pairs, _ = datasets.read_class_folders(str(tmp_path / 'val'), names)
+    _, names = image_data.read_class_folders(str(folders))
+    pairs, _ = image_data.read_class_folders(str(tmp_path / 'val'), names)
     assert list(pairs) == [(str(tmp_path / 'val' / 'c_eel' / 'x.jpg'), 2)]
 
 
 def test_list_file_is_relative_to_root(folders, tmp_path):
     listing = tmp_path / 'train.txt'
     listing.write_text('a_dog/0.jpg 0\n\nc_eel/2.jpg 2\n')
-    pairs = datasets.read_list_file(str(listing), str(folders))
+    pairs = image_data.read_list_file(str(listing), str(folders))
     assert list(pairs) == [(os.path.join(str(folders), 'a_dog/0.jpg'), 0),
                            (os.path.join(str(folders), 'c_eel/2.jpg'), 2)]
 
 
 def test_embedded_demo_dataset_is_class_balanced():
-    train, names = datasets.read_class_folders(demo.TRAIN_DIR)
-    val, _ = datasets.read_class_folders(demo.VAL_DIR, names)
+    train, names = image_data.read_class_folders(demo.TRAIN_DIR)
+    val, _ = image_data.read_class_folders(demo.VAL_DIR, names)
     assert names == demo.CLASS_NAMES
     assert numpy.bincount([l for _, l in train]).tolist() == [300] * 10
     assert numpy.bincount([l for _, l in val]).tolist() == [100] * 10
@@ -73,15 +73,15 @@ def listing(tmp_path, text, name='train.txt'):
 def test_bad_list_file_is_one_line_naming_file_and_line(
         folders, tmp_path, text, message):
     with pytest.raises(errors.InputError, match=message) as e:
-        datasets.read_list_file(listing(tmp_path, text), str(folders))
+        image_data.read_list_file(listing(tmp_path, text), str(folders))
     assert '\n' not in str(e.value)
 
 
 def test_missing_list_file_and_folder_are_named(tmp_path):
     with pytest.raises(errors.InputError, match='nope.txt: no such file'):
-        datasets.read_list_file(str(tmp_path / 'nope.txt'))
+        image_data.read_list_file(str(tmp_path / 'nope.txt'))
     with pytest.raises(errors.InputError, match='nope: no such directory'):
-        datasets.read_class_folders(str(tmp_path / 'nope'))
+        image_data.read_class_folders(str(tmp_path / 'nope'))
 
 
 def test_validation_folder_with_an_unknown_class_is_refused(folders,
@@ -89,27 +89,27 @@ def test_validation_folder_with_an_unknown_class_is_refused(folders,
     write_image(str(tmp_path / 'val' / 'zebra' / 'x.jpg'))
     with pytest.raises(errors.InputError,
                        match='class folder zebra is not among the training'):
-        datasets.read_class_folders(str(tmp_path / 'val'), ['a_dog'])
+        image_data.read_class_folders(str(tmp_path / 'val'), ['a_dog'])
 
 
 def test_label_out_of_range_names_the_source_and_the_image(folders, tmp_path):
-    index = datasets.read_list_file(
+    index = image_data.read_list_file(
         listing(tmp_path, 'a_dog/0.jpg 1\nc_eel/2.jpg 3\n'), str(folders))
-    datasets.check_labels(index, 4, 'train.txt')
+    image_data.check_labels(index, 4, 'train.txt')
     with pytest.raises(errors.InputError,
                        match=r'train\.txt: label 3 of .*c_eel/2\.jpg is out '
                              r'of range \[0, 3\)'):
-        datasets.check_labels(index, 3, 'train.txt')
-    negative = datasets.read_list_file(
+        image_data.check_labels(index, 3, 'train.txt')
+    negative = image_data.read_list_file(
         listing(tmp_path, 'a_dog/0.jpg -1\n'), str(folders))
     with pytest.raises(errors.InputError, match='label -1 of'):
-        datasets.check_labels(negative, 3, 'train.txt')
+        image_data.check_labels(negative, 3, 'train.txt')
 
 
 def test_read_datasets_gives_class_folder_labels_to_validation(folders,
                                                                tmp_path):
     write_image(str(tmp_path / 'val' / 'b_cat' / 'x.jpg'))
-    train, val, n_class = datasets.read_datasets(str(folders),
+    train, val, n_class = image_data.read_datasets(str(folders),
                                                  str(tmp_path / 'val'))
     assert (len(train), n_class) == (9, 3)
     assert list(val) == [(str(tmp_path / 'val' / 'b_cat' / 'x.jpg'), 1)]
@@ -120,8 +120,8 @@ def test_read_datasets_checks_list_file_labels_against_n_class(folders,
     train = listing(tmp_path, 'a_dog/0.jpg 0\n')
     val = listing(tmp_path, 'b_cat/1.jpg 5\n', 'val.txt')
     # the largest label of either list + 1, unless --n-class says more
-    assert datasets.read_datasets(train, val, str(folders))[2] == 6
-    assert datasets.read_datasets(train, val, str(folders), 1000)[2] == 1000
+    assert image_data.read_datasets(train, val, str(folders))[2] == 6
+    assert image_data.read_datasets(train, val, str(folders), 1000)[2] == 1000
     with pytest.raises(errors.InputError,
                        match=r'val\.txt: label 5 .* out of range \[0, 5\)'):
-        datasets.read_datasets(train, val, str(folders), n_class=5)
+        image_data.read_datasets(train, val, str(folders), n_class=5)

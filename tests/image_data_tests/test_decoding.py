@@ -8,7 +8,7 @@ from PIL import Image
 
 from benchmarks.photos import write_photos
 from conftest import REPO
-from datasets import decoding
+from image_data import decoding
 import errors
 
 
@@ -114,10 +114,10 @@ def test_without_simplejpeg_the_transform_decodes_with_pillow(photos):
     script = (
         "import sys\n"
         "sys.modules['simplejpeg'] = None  # import simplejpeg fails\n"
-        "import chainer_compat, numpy, datasets\n"
-        "mean = datasets.load_mean(None, 256)\n"
-        "auto = datasets.TrainTransform(224, mean)\n"
-        "pillow = datasets.TrainTransform(224, mean, decoder='pillow')\n"
+        "import chainer_compat, numpy, image_data\n"
+        "mean = image_data.load_mean(None, 256)\n"
+        "auto = image_data.TrainTransform(224, mean)\n"
+        "pillow = image_data.TrainTransform(224, mean, decoder='pillow')\n"
         "rng = numpy.random.default_rng\n"
         "same = all((auto((p, 0), rng(s))[0] == pillow((p, 0), rng(s))[0])"
         ".all() for p in sys.argv[1:] for s in range(3))\n"

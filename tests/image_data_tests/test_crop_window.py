@@ -4,11 +4,11 @@ from PIL import Image
 import pytest
 
 from benchmarks.photos import write_photos
-from datasets import crop_window
-from datasets import decoding
+from image_data import crop_window
+from image_data import decoding
 
 needs_c_loops = pytest.mark.skipif(crop_window._resample is None,
-                                   reason='datasets._resample is not built')
+                                   reason='image_data._resample is not built')
 #: Pillow 13 runs the vertical pass first when the height shrinks by more
 #: than twice as many pixels as the width; older versions never do.
 PILLOW_ORDERS_PASSES = int(PIL.__version__.split('.')[0]) >= 13

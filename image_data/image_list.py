@@ -1,14 +1,14 @@
 """The two ImageNet layouts: Chainer's list file and class folders.
 
-Both give an :class:`~datasets.image_index.ImageIndex` of ``(path, label)``
+Both give an :class:`~image_data.image_index.ImageIndex` of ``(path, label)``
 pairs; every path is checked to exist up front so that a typo fails before
-any training time is spent. One process reads; see ``datasets.broadcast``.
+any training time is spent. One process reads; see ``image_data.broadcast``.
 """
 import os
 
 import numpy
 
-from datasets.image_index import ImageIndex
+from image_data.image_index import ImageIndex
 from errors import InputError
 
 IMAGE_EXTENSIONS = ('.jpeg', '.jpg', '.png', '.bmp', '.ppm', '.gif', '.tif',
