@@ -23,7 +23,7 @@ setup: $(VENV)/.installed
 # older pips read PIP_CONSTRAINT in the build environment, newer ones
 # PIP_BUILD_CONSTRAINT. The C extensions are built at install: a changed
 # source reinstalls.
-$(VENV)/.installed: setup.py constraints.txt communicators/_half.c \
+$(VENV)/.installed: setup.py constraints.txt half_precision/_half.c \
 		cpu_engine/_kernels.c image_data/_resample.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	PIP_CONSTRAINT=$(CURDIR)/constraints.txt PIP_BUILD_CONSTRAINT=$(CURDIR)/constraints.txt \

@@ -20,9 +20,10 @@ setup(
     py_modules=['chainer_compat', 'cuda_stack', 'errors', 'eval_imagenet',
                 'export_onnx', 'job', 'processes', 'train_imagenet'],
     package_data={'image_data': ['demo/*/*/*.jpg']},
-    # F16C float16 conversions of the mpi_fp16 ring; optional: without a
-    # compiler communicators.half_conversion falls back to NumPy.
-    ext_modules=[Extension('communicators._half', ['communicators/_half.c'],
+    # F16C float16 conversions of the mpi_fp16 ring and the CPU engine;
+    # optional: without a compiler half_precision.conversion falls back to
+    # NumPy.
+    ext_modules=[Extension('half_precision._half', ['half_precision/_half.c'],
                            extra_compile_args=['-O3'], optional=True),
                  # Single-pass update, weight decay, batch normalization, ReLU
                  # and max pooling loops on OpenMP threads (oneDNN's pool);

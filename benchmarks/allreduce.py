@@ -33,7 +33,7 @@ import numpy
 
 import communicators
 from communicators.gradients import named_gradients
-from communicators.half_conversion import to_float
+from half_precision.conversion import to_float
 
 
 class _Gradient(chainer.Link):

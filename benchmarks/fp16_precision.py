@@ -20,7 +20,7 @@ taken from the whole parameters:
     sum-first      cast to float16, float16 sum, x 1/p in float16
                    (ChainerMN's pure_nccl with allreduce_grad_dtype float16)
     global scale   x s, one power of two s for all parameters
-                   (communicators.half_scaling.scales of the largest
+                   (half_precision.scaling.scales of the largest
                    magnitude over all parameters), the CPU
                    ring, x 1/(s p)
     per-parameter  the same with one s per parameter (what mpi_fp16 and
@@ -42,9 +42,9 @@ import numpy
 from PIL import Image
 
 import cpu_engine
-from communicators import half_scaling
-from communicators.half_conversion import add_half
-from communicators.half_conversion import to_half
+from half_precision import scaling
+from half_precision.conversion import add_half
+from half_precision.conversion import to_half
 from image_data import demo
 from models import ResNet50
 
@@ -107,7 +107,7 @@ class WorkerGradients(object):
             model.cleargrads()
             model(images[i], labels[i]).backward()
             grads = [p.grad for _, p in named]
-            self.peaks[w] = half_scaling.maxima(grads)
+            self.peaks[w] = scaling.maxima(grads)
             self.sample[w] = numpy.concatenate([
                 g.ravel()[pick] for g, pick in zip(grads, picks)])
 
@@ -150,9 +150,9 @@ def emulate(order, grads, p):
         peaks = grads.peaks[:p].max(0)
         if order == 'global scale':
             peaks = numpy.full_like(peaks, peaks.max())
-        scales = half_scaling.scales(peaks, p)
+        scales = scaling.scales(peaks, p)
         _, wire = _ring(x, scales[grads.segments])
-        return wire.astype(numpy.float32) * half_scaling.inverses(
+        return wire.astype(numpy.float32) * scaling.inverses(
             scales, p)[grads.segments]
 
 

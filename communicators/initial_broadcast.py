@@ -3,7 +3,7 @@ import numpy
 
 from chainer import backend
 
-from communicators import segmented
+from half_precision import segmented
 
 
 def broadcast_initial_parameters(optimizer, model, comm):

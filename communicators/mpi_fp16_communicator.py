@@ -4,12 +4,12 @@ import numpy
 
 from chainermn.communicators.naive_communicator import NaiveCommunicator
 
-from communicators import half_scaling
 from communicators.gradients import named_gradients
-from communicators.half_conversion import to_float
-from communicators.half_conversion import to_float_scaled
-from errors import NonFiniteGradientError
 from communicators.ring_allreduce import HalfPrecisionRingAllreduce
+from errors import NonFiniteGradientError
+from half_precision import scaling
+from half_precision.conversion import to_float
+from half_precision.conversion import to_float_scaled
 
 # A float16 is inf or NaN exactly when its magnitude bits reach 0x7c00:
 # read as int16 the positive ones are the largest words, read as uint16 the
@@ -26,7 +26,7 @@ class MpiFp16Communicator(NaiveCommunicator):
     magnitude over the workers (one MAX all-reduce of a float32 per
     parameter), packs every gradient (float32, or float16 under
     ``chainer.mixed16``) into one float32 buffer multiplied by its
-    parameter's power-of-two scale ``s`` (:mod:`communicators.half_scaling`:
+    parameter's power-of-two scale ``s`` (:mod:`half_precision.scaling`:
     the sum fills float16's range and cannot overflow), sums it with
     float16 on the wire and float32 accumulation, checks the sum, and
     unpacks it multiplied by ``1 / (s p)``. Every other method is
@@ -61,10 +61,10 @@ class MpiFp16Communicator(NaiveCommunicator):
                     'communicator mpi_fp16 averages CPU (NumPy) gradients; '
                     '{} is {} (use pure_nccl_fp16 on GPUs)'
                     .format(name, type(param.grad).__name__))
-        peaks = half_scaling.maxima([param.grad for _, param in named])
+        peaks = scaling.maxima([param.grad for _, param in named])
         self.mpi_comm.Allreduce(MPI.IN_PLACE, peaks, op=MPI.MAX)
-        scales = half_scaling.scales(peaks, self.size)
-        inverses = half_scaling.inverses(scales, self.size)
+        scales = scaling.scales(peaks, self.size)
+        inverses = scaling.inverses(scales, self.size)
         n = sum(param.grad.size for _, param in named)
         if self._packed.size < n:
             self._packed = numpy.empty(n, numpy.float32)
@@ -84,7 +84,7 @@ class MpiFp16Communicator(NaiveCommunicator):
         # vectorized maxima of the 16-bit words (NumPy's float16 isfinite is
         # scalar) and, only when one is non-finite, the count.
         bits = total.view(numpy.uint16)
-        if n and not half_scaling.finite_by_construction(
+        if n and not scaling.finite_by_construction(
                 peaks, scales, self.size) and (
                 bits.view(numpy.int16).max() >= _FP16_INF
                 or bits.max() >= _FP16_MINUS_INF):

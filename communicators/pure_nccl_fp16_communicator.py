@@ -3,11 +3,11 @@
 ChainerMN's own ``pure_nccl`` with ``allreduce_grad_dtype=float16`` casts
 first and divides by the number of workers after the sum, so a sum of large
 gradients can overflow float16. This one scales each parameter's gradient
-by the power of two of :mod:`communicators.half_scaling` (from an NCCL MAX
+by the power of two of :mod:`half_precision.scaling` (from an NCCL MAX
 all-reduce of each parameter's largest magnitude), packs and casts every
 gradient in one kernel, sums in float16 with NCCL, counts non-finite
 elements, and unpacks multiplying by ``1 / (s p)`` in one kernel: the
-kernels of :mod:`communicators.segmented`, over a table of the gradients,
+kernels of :mod:`half_precision.segmented`, over a table of the gradients,
 so the launches per update do not grow with the number of parameters.
 """
 import numpy
@@ -16,10 +16,10 @@ from chainer.backends import cuda
 from chainermn.communicators.pure_nccl_communicator import \
     PureNcclCommunicator
 
-from communicators import half_scaling
-from communicators import segmented
 from communicators.gradients import named_gradients
 from errors import NonFiniteGradientError
+from half_precision import scaling
+from half_precision import segmented
 
 _FLOAT16 = numpy.dtype(numpy.float16)
 
@@ -61,8 +61,8 @@ class PureNcclFp16Communicator(PureNcclCommunicator):
             self.nccl_comm.allReduce(peaks.data.ptr, peaks.data.ptr,
                                      peaks.size, nccl.NCCL_FLOAT32,
                                      nccl.NCCL_MAX, stream.ptr)
-            scales = half_scaling.scales(peaks, self.size)
-            inverses = half_scaling.inverses(scales, self.size)
+            scales = scaling.scales(peaks, self.size)
+            inverses = scaling.inverses(scales, self.size)
             segmented.scale_pack(grads, scales, half)
             self.nccl_comm.allReduce(half.data.ptr, half.data.ptr, n,
                                      nccl.NCCL_FLOAT16, nccl.NCCL_SUM,

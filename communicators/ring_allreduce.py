@@ -7,12 +7,12 @@ Yuan, 2009) over ``p`` ranks sends ``2 (p - 1) / p * n`` float16 values per
 rank, accumulates every partial sum in float32, and rounds it to float16
 only to send it. The rank that completes a chunk rounds its total the same
 way before sending it on, so every rank ends with the same bits. The
-conversions are ``communicators.half_conversion``'s (F16C where built).
+conversions are ``half_precision.conversion``'s (F16C where built).
 """
 import numpy
 
-from communicators.half_conversion import add_half
-from communicators.half_conversion import to_half
+from half_precision.conversion import add_half
+from half_precision.conversion import to_half
 
 
 class HalfPrecisionRingAllreduce(object):

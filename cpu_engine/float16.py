@@ -7,13 +7,13 @@ their float32 ones. So the fast paths take float16 arrays by widening them
 to float32 (exact), running their float32 code (oneDNN, the C loops) and
 rounding each result to float16 once: float16 storage and float32
 accumulation, as GPU tensor cores compute. The conversions are
-:mod:`communicators.half_conversion`'s (F16C, about 1 ns per element) and
+:mod:`half_precision.conversion`'s (F16C, about 1 ns per element) and
 keep the array's memory order, so channel-major activations stay so.
 """
 import numpy
 
-from communicators.half_conversion import to_float
-from communicators.half_conversion import to_half
+from half_precision.conversion import to_float
+from half_precision.conversion import to_half
 
 
 def _convert(a, dtype, convert):

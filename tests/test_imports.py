@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO
 
 PACKAGES = ('models', 'optimizers', 'extensions', 'communicators',
-            'image_data', 'updaters', 'train_imagenet')
+            'half_precision', 'image_data', 'updaters', 'train_imagenet')
 
 LOADED = '''
 import sys
@@ -58,7 +58,7 @@ def test_the_gpu_communicator_loads_no_cpu_float16_code():
     code = ('import sys\n'
             'import communicators.pure_nccl_fp16_communicator, updaters\n'
             'print(sorted(m for m in sys.modules if m in ('
-            '"communicators._half", "communicators.half_conversion", '
+            '"half_precision._half", "half_precision.conversion", '
             '"communicators.ring_allreduce")))\n')
     out = subprocess.run([sys.executable, '-c', code], cwd=REPO,
                          capture_output=True, text=True, timeout=120)
@@ -68,4 +68,19 @@ def test_the_gpu_communicator_loads_no_cpu_float16_code():
                         'communicators.mpi_fp16_communicator')
     out = subprocess.run([sys.executable, '-c', code], cwd=REPO,
                          capture_output=True, text=True, timeout=120)
-    assert 'communicators.ring_allreduce' in out.stdout  # the check sees
+    # the check sees them where they are used
+    assert 'communicators.ring_allreduce' in out.stdout
+    assert 'half_precision.conversion' in out.stdout
+
+
+def test_the_half_precision_package_loads_none_of_its_modules():
+    """Its modules are imported by name: the package itself loads neither
+    the F16C extension nor the CUDA kernels' module, nor CuPy."""
+    code = ('import sys\n'
+            'import half_precision\n'
+            'print(sorted(m for m in sys.modules if m == "cupy" or '
+            'm.startswith(("half_precision.", "cupy."))))\n')
+    out = subprocess.run([sys.executable, '-c', code], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == '[]'

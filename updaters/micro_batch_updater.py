@@ -21,7 +21,7 @@ scale's headroom below, and K float16 sums would round K times.
 
 With a float16 all-reduce, ``rounded_workers`` (p x K) rounds each
 micro-batch's gradient as a float16 worker's is rounded (times a power-of-two
-scale, to float16 and back: :func:`communicators.half_scaling.round_as_worker`)
+scale, to float16 and back: :func:`half_precision.scaling.round_as_worker`)
 before it joins the sum, so that K micro-batches on p processes meet the
 rounding of p x K workers, not of p.
 """
@@ -31,9 +31,9 @@ import chainer
 from chainer import reporter
 from chainer import training
 
-from communicators import segmented
-from communicators.half_scaling import round_as_worker
 from errors import NonFiniteGradientError
+from half_precision import segmented
+from half_precision.scaling import round_as_worker
 from optimizers import fp32_masters
 
 
@@ -139,7 +139,7 @@ class _GradientSums(object):
     zeroed buffer, divided by K into the parameters' dtype at the end.
     Otherwise the first micro-batch's gradient arrays, into which the later
     ones are added (their 1/K is already in the loss). On a GPU each step is
-    one kernel over all parameters (:mod:`communicators.segmented`).
+    one kernel over all parameters (:mod:`half_precision.segmented`).
     """
 
     def __init__(self, params, in_float32):

@@ -3,7 +3,7 @@ arithmetic it stands for, on synthetic worker gradients."""
 import numpy
 
 from benchmarks import fp16_precision
-from communicators import half_scaling
+from half_precision import scaling
 
 
 class Gradients(object):
@@ -27,14 +27,14 @@ class Gradients(object):
 def test_per_parameter_order_is_the_communicators_arithmetic():
     grads = Gradients(8)
     got = fp16_precision.emulate('per-parameter', grads, 8)
-    scales = half_scaling.scales(grads.peaks.max(0), 8)[grads.segments]
+    scales = scaling.scales(grads.peaks.max(0), 8)[grads.segments]
     acc = grads.sample[0] * scales
     wire = acc.astype(numpy.float16)
     for row in grads.sample[1:]:
         wire = (row * scales + wire.astype(numpy.float32)).astype(
             numpy.float16)
-    expected = wire.astype(numpy.float32) * half_scaling.inverses(
-        half_scaling.scales(grads.peaks.max(0), 8), 8)[grads.segments]
+    expected = wire.astype(numpy.float32) * scaling.inverses(
+        scaling.scales(grads.peaks.max(0), 8), 8)[grads.segments]
     numpy.testing.assert_array_equal(got, expected)
 
 

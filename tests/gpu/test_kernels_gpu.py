@@ -17,8 +17,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
 from test_segmented_kernels import gradients  # NOQA: E402
 from test_segmented_kernels import packed_on_cpu  # NOQA: E402
 
-from communicators import half_scaling  # NOQA: E402
-from communicators import segmented  # NOQA: E402
+from half_precision import scaling  # NOQA: E402
+from half_precision import segmented  # NOQA: E402
 from models import FinalBatchNormalization  # NOQA: E402
 from optimizers.rmsprop_warmup import RMSpropWarmupRule  # NOQA: E402
 from optimizers.weight_decay import WeightDecay  # NOQA: E402
@@ -36,12 +36,12 @@ def test_segmented_kernels_are_the_cpu_path(cupy):
     arrays = gradients(5)
     arrays[3].flat[2] = numpy.inf
     on_gpu = [cupy.asarray(a) for a in arrays]
-    peaks = half_scaling.maxima(arrays)
+    peaks = scaling.maxima(arrays)
     numpy.testing.assert_array_equal(segmented.max_abs(on_gpu).get(), peaks)
     arrays[3].flat[2] = on_gpu[3].flat[2] = 0
-    peaks = half_scaling.maxima(arrays)
-    scales = half_scaling.scales(peaks, 2)
-    inverses = half_scaling.inverses(scales, 2)
+    peaks = scaling.maxima(arrays)
+    scales = scaling.scales(peaks, 2)
+    inverses = scaling.inverses(scales, 2)
     packed = cupy.empty(sum(a.size for a in arrays), numpy.float16)
     segmented.scale_pack(on_gpu, cupy.asarray(scales), packed)
     want = packed_on_cpu(arrays, scales)
@@ -59,8 +59,8 @@ def test_segmented_kernels_are_the_cpu_path(cupy):
 def test_round_and_accumulate_are_the_cpu_path(cupy):
     arrays = gradients(6)
     on_gpu = [cupy.asarray(a) for a in arrays]
-    half_scaling.round_as_worker(arrays, 64)
-    half_scaling.round_as_worker(on_gpu, 64)
+    scaling.round_as_worker(arrays, 64)
+    scaling.round_as_worker(on_gpu, 64)
     for got, want in zip(on_gpu, arrays):
         numpy.testing.assert_array_equal(got.get(), want)
     sums = [cupy.ones(a.shape, numpy.float32) for a in arrays]

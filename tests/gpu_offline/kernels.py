@@ -9,14 +9,14 @@ ELEMENTWISE = (
     ('optimizers.weight_decay', 'WEIGHT_DECAY_KERNEL'),
 )
 RAW = (
-    ('communicators.segmented', 'SOURCE', 'OPTIONS', 'KERNELS'),
+    ('half_precision.segmented', 'SOURCE', 'OPTIONS', 'KERNELS'),
 )
 #: The modules that run on a GPU: the names they read from CuPy, ChainerMN
 #: and Chainer's CUDA backend must exist in the installed versions.
-GPU_MODULES = ('communicators.segmented',
+GPU_MODULES = ('half_precision.segmented',
                'communicators.pure_nccl_fp16_communicator',
                'communicators.initial_broadcast',
-               'communicators.half_scaling',
+               'half_precision.scaling',
                'models.final_batch_normalization',
                'optimizers.rmsprop_warmup', 'optimizers.weight_decay',
                'optimizers.lars', 'updaters.micro_batch_updater',

@@ -4,8 +4,8 @@ against the CPU path's results, bit for bit."""
 import numpy
 import pytest
 
-from communicators import half_scaling
-from communicators import segmented
+from half_precision import scaling
+from half_precision import segmented
 from host_kernels import HostKernels
 
 
@@ -46,7 +46,7 @@ def test_max_abs_is_the_cpu_path_s_per_array(on_host):
     arrays[3].flat[4] = numpy.nan
     arrays[2][7] = -numpy.inf
     got = segmented.max_abs(arrays)
-    want = numpy.array([half_scaling.max_abs(a) for a in arrays],
+    want = numpy.array([scaling.max_abs(a) for a in arrays],
                        numpy.float32)
     numpy.testing.assert_array_equal(got, want)
     assert numpy.isinf(got[2]) and numpy.isinf(got[3]) and got[1] == 0
@@ -62,9 +62,9 @@ def packed_on_cpu(arrays, scales):
 
 def test_scale_pack_then_unpack_is_the_cpu_path_s(on_host):
     arrays = gradients(1)
-    peaks = half_scaling.maxima(arrays)
-    scales = half_scaling.scales(peaks, 4)
-    inverses = half_scaling.inverses(scales, 4)
+    peaks = scaling.maxima(arrays)
+    scales = scaling.scales(peaks, 4)
+    inverses = scaling.inverses(scales, 4)
     packed = numpy.empty(sum(a.size for a in arrays), numpy.float16)
     segmented.scale_pack(arrays, scales, packed)
     want = packed_on_cpu(arrays, scales)
@@ -85,10 +85,10 @@ def test_scale_pack_then_unpack_is_the_cpu_path_s(on_host):
 def test_round_in_place_is_round_as_worker_s(on_host, monkeypatch):
     arrays = gradients(2)
     on_cpu = [a.copy() for a in arrays]
-    half_scaling.round_as_worker(on_cpu, 96)
-    peaks = half_scaling.maxima(arrays)
-    scales = half_scaling.scales(peaks, 96)
-    segmented.round_in_place(arrays, scales, half_scaling.inverses(scales, 1))
+    scaling.round_as_worker(on_cpu, 96)
+    peaks = scaling.maxima(arrays)
+    scales = scaling.scales(peaks, 96)
+    segmented.round_in_place(arrays, scales, scaling.inverses(scales, 1))
     for got, want in zip(arrays, on_cpu):
         numpy.testing.assert_array_equal(got, want)
     assert any((a != b).any() for a, b in zip(arrays, gradients(2)))

@@ -14,7 +14,7 @@ import chainermn
 import numpy
 
 import errors
-from communicators import half_scaling
+from half_precision import scaling
 
 CHECKS = ['ok mean float32', 'ok mean float16', 'ok magnitudes',
           'ok large float32', 'ok large float16', 'ok non-finite nan',
@@ -83,7 +83,7 @@ class _Checks(object):
             self.comm.multi_node_mean_grad(model)
             for name, param in model.namedparams():
                 stack = stacks[name]
-                s = float(half_scaling.scales(numpy.array(
+                s = float(scaling.scales(numpy.array(
                     [numpy.abs(stack).max()], numpy.float32), self.size)[0])
                 # p roundings of partial sums of at most sum|g| s, each
                 # within 2^-11 of it or 2^-25 below the normal range; then
@@ -119,7 +119,7 @@ class _Checks(object):
         exact = stack.mean(0)
         got = self.host(model.a.grad).astype(numpy.float64)
         assert numpy.isfinite(got).all()
-        s = float(half_scaling.scales(numpy.array(
+        s = float(scaling.scales(numpy.array(
             [numpy.abs(stack).max()], numpy.float32), self.size)[0])
         normal = numpy.abs(exact * self.size * s) >= 2. ** -14
         assert normal.sum() > n // 2

@@ -4,7 +4,7 @@ import chainer.links as L
 import numpy
 import pytest
 
-from communicators import half_scaling
+from half_precision import scaling
 import updaters
 
 MICRO_BATCHES = 3
@@ -119,7 +119,7 @@ def test_rounded_workers_round_each_micro_batch_as_a_float16_worker():
                  if p.grad is not None]
         for name, param in named:
             unrounded[name] = unrounded.get(name, 0) + param.grad
-        half_scaling.round_as_worker([p.grad for _, p in named], workers)
+        scaling.round_as_worker([p.grad for _, p in named], workers)
         for name, param in named:
             expected[name] = (param.grad if name not in expected
                               else expected[name] + param.grad)

@@ -25,7 +25,7 @@ ones' elements fall under float16's normal range
 import chainer
 import numpy
 
-from communicators import segmented
+from half_precision import segmented
 
 #: float16's largest finite value.
 FLOAT16_MAX = 65504.
@@ -40,14 +40,14 @@ def max_abs(g):
     """The largest magnitude of the NumPy array ``g`` (float16 or float32)
     as a float32 scalar, inf when ``g`` holds inf or NaN (so that a MAX
     all-reduce of maxima keeps a non-finite one)."""
-    from communicators import half_conversion  # the CPU's, F16C
+    from half_precision import conversion  # the CPU's, F16C
     if g.dtype == numpy.float16:
         if g.size == 0:
             return numpy.float32(0)
         bits = (g.view(numpy.uint16) & _FLOAT16_MAGNITUDE).max()
         return numpy.float32(numpy.inf if bits >= _FLOAT16_INF else
                              bits.view(numpy.float16))
-    return numpy.float32(half_conversion.max_abs(
+    return numpy.float32(conversion.max_abs(
         numpy.ascontiguousarray(g, numpy.float32)))
 
 
@@ -120,7 +120,7 @@ def round_as_worker(grads, summands):
     largest magnitude over all workers, which is at least this one's: the
     rounding is the same wherever the scaled value is a float16 normal, and
     below that the flush threshold is at most the real one. On a GPU it is
-    one kernel over all the gradients (:mod:`communicators.segmented`),
+    one kernel over all the gradients (:mod:`half_precision.segmented`),
     with the same roundings.
     """
     grads = [g for g in grads if g is not None]
@@ -131,13 +131,13 @@ def round_as_worker(grads, summands):
     if chainer.backend.get_array_module(grads[0]) is not numpy:
         segmented.round_in_place(grads, s, inv)
         return
-    from communicators import half_conversion  # the CPU's, F16C
+    from half_precision import conversion  # the CPU's, F16C
     for g, scale, inverse in zip(grads, s, inv):
         if g.dtype == numpy.float32 and g.flags.c_contiguous:
             half = numpy.empty(g.shape, numpy.float16)
             numpy.multiply(g, scale, out=g)
-            half_conversion.to_half(g, half)
-            half_conversion.to_float_scaled(half, g, inverse)
+            conversion.to_half(g, half)
+            conversion.to_float_scaled(half, g, inverse)
         else:
             scaled = (g.astype(numpy.float32) * scale).astype(numpy.float16)
             g[...] = scaled.astype(numpy.float32) * inverse

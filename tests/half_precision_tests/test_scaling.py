@@ -1,14 +1,14 @@
-"""communicators.half_scaling: the scales, the maxima, and a worker's
+"""half_precision.scaling: the scales, the maxima, and a worker's
 rounding."""
 import numpy
 
-from communicators import half_scaling
+from half_precision import scaling
 
 
 def test_scales_are_the_largest_powers_of_two_below_the_limit():
     peaks = numpy.array([1., 3e-7, 4e4, 65504., 1e-20], numpy.float32)
     for p in (1, 2, 3, 4, 8, 1024):
-        s = half_scaling.scales(peaks, p).astype(numpy.float64)
+        s = scaling.scales(peaks, p).astype(numpy.float64)
         limit = 65504. / (1 + 2. ** -11) ** p
         assert s.dtype == numpy.float64
         mantissa, _ = numpy.frexp(s)
@@ -19,20 +19,20 @@ def test_scales_are_the_largest_powers_of_two_below_the_limit():
 
 def test_scale_is_one_for_zero_and_non_finite_peaks():
     peaks = numpy.array([0., numpy.inf, numpy.nan], numpy.float32)
-    assert (half_scaling.scales(peaks, 4) == 1).all()
+    assert (scaling.scales(peaks, 4) == 1).all()
 
 
 def test_scales_stay_within_the_exponent_limit():
-    limit = half_scaling.EXPONENT_LIMIT
-    s = half_scaling.scales(numpy.array([1e-38, 3e38], numpy.float32), 2)
+    limit = scaling.EXPONENT_LIMIT
+    s = scaling.scales(numpy.array([1e-38, 3e38], numpy.float32), 2)
     assert list(s) == [2. ** limit, 2. ** -limit]
-    assert numpy.isfinite(half_scaling.inverses(s, 2 ** 19)).all()
+    assert numpy.isfinite(scaling.inverses(s, 2 ** 19)).all()
 
 
 def test_inverses_undo_scale_and_summands():
     s = numpy.array([2. ** 10, 2. ** -3], numpy.float32)
-    assert list(half_scaling.inverses(s, 4)) == [2. ** -12, 2. ** 1]
-    assert half_scaling.inverses(s, 3).dtype == numpy.float32
+    assert list(scaling.inverses(s, 4)) == [2. ** -12, 2. ** 1]
+    assert scaling.inverses(s, 3).dtype == numpy.float32
 
 
 def test_maxima_of_float32_and_float16_with_non_finite_as_inf():
@@ -42,7 +42,7 @@ def test_maxima_of_float32_and_float16_with_non_finite_as_inf():
              numpy.array([numpy.nan, 1.], numpy.float16),
              numpy.arange(12, dtype=numpy.float32).reshape(3, 4)[:, 1],
              numpy.zeros(0, numpy.float32)]
-    peaks = half_scaling.maxima(grads)
+    peaks = scaling.maxima(grads)
     assert peaks.dtype == numpy.float32
     assert list(peaks) == [7., 0.5, numpy.inf, numpy.inf, 9., 0.]
 
@@ -53,11 +53,11 @@ def test_round_as_worker_rounds_the_scaled_gradient_to_float16():
          ).astype(numpy.float32)
     g16 = g.astype(numpy.float16)
     before, before16 = g.copy(), g16.copy()
-    half_scaling.round_as_worker([g, None, g16], 64)
-    s = half_scaling.scales(half_scaling.maxima([before]), 64)[0]
+    scaling.round_as_worker([g, None, g16], 64)
+    s = scaling.scales(scaling.maxima([before]), 64)[0]
     expected = (before * s).astype(numpy.float16).astype(numpy.float32) / s
     numpy.testing.assert_array_equal(g, expected)
-    s16 = half_scaling.scales(half_scaling.maxima([before16]), 64)[0]
+    s16 = scaling.scales(scaling.maxima([before16]), 64)[0]
     expected16 = ((before16.astype(numpy.float32) * s16)
                   .astype(numpy.float16).astype(numpy.float32) / s16)
     numpy.testing.assert_array_equal(g16, expected16.astype(numpy.float16))
@@ -70,19 +70,19 @@ def test_round_as_worker_rounds_the_scaled_gradient_to_float16():
 def test_finite_by_construction_only_for_finite_unclipped_peaks():
     for p in (2, 3, 1024):
         peaks = numpy.array([1e-3, 4e4, 0.], numpy.float32)
-        scales = half_scaling.scales(peaks, p)
-        assert half_scaling.finite_by_construction(peaks, scales, p)
+        scales = scaling.scales(peaks, p)
+        assert scaling.finite_by_construction(peaks, scales, p)
         for bad in (numpy.inf, numpy.nan, 3e38):
             peaks[1] = bad
-            assert not half_scaling.finite_by_construction(
-                peaks, half_scaling.scales(peaks, p), p), (p, bad)
+            assert not scaling.finite_by_construction(
+                peaks, scaling.scales(peaks, p), p), (p, bad)
 
 
 def test_a_sum_of_scaled_float16_gradients_stays_finite():
     """The worst case: every worker at the peak, every rounding upwards."""
     for p in (2, 3, 7, 1024):
         peak = numpy.float32(65504.)
-        s = half_scaling.scales(numpy.array([peak]), p)[0]
+        s = scaling.scales(numpy.array([peak]), p)[0]
         total = numpy.float16(peak * s)
         for _ in range(p - 1):
             exact = numpy.float32(total) + peak * s

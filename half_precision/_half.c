@@ -10,7 +10,7 @@
  * gives the bits of a float32 add of acc and half.astype(float32); of two
  * NaN operands it keeps acc's, as x86 does (NumPy's own loops differ on
  * that).  Setting
- * COMMUNICATORS_HALF_NO_F16C=1 before import forces the portable loops.
+ * HALF_PRECISION_NO_F16C=1 before import forces the portable loops.
  *
  *     to_half(src, out)    out = float16(src)     src float32, out float16
  *     add_half(acc, half)  acc += float32(half)   acc float32, half float16
@@ -442,7 +442,7 @@ PyMODINIT_FUNC PyInit__half(void) {
         return NULL;
 #ifdef HALF_X86
     {
-        const char *off = getenv("COMMUNICATORS_HALF_NO_F16C");
+        const char *off = getenv("HALF_PRECISION_NO_F16C");
         int portable = off != NULL && off[0] != '\0' && strcmp(off, "0") != 0;
         __builtin_cpu_init();
         f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")

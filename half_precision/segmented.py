@@ -93,6 +93,17 @@ struct Table {
     for (int64 j = (int64)blockIdx.x * blockDim.x + threadIdx.x; \
          j < (total); j += (int64)gridDim.x * blockDim.x)
 
+/* f(s, k, j) for each element j of the packed order of table, element k
+   of its array s, over a grid-stride loop. */
+template <typename F>
+__device__ __forceinline__ void for_each_segment_element(const Table &table,
+                                                         F f) {
+    FOR_EACH_ELEMENT(j, table.total()) {
+        int s = table.segment(j);
+        f(s, j - table.offset(s), j);
+    }
+}
+
 /* grid (n, blocks per array); maxima zeroed before: non-negative floats
    order as their bits do, so an integer atomicMax takes the float max. */
 extern "C" __global__ void segmented_max_abs(const int64 *t, int n,
@@ -125,55 +136,46 @@ extern "C" __global__ void segmented_scale_pack(const int64 *t, int n,
                                                 const float *scales,
                                                 half_bits *packed) {
     Table table = {t, n};
-    FOR_EACH_ELEMENT(j, table.total()) {
-        int s = table.segment(j);
-        packed[j] = to_half(table.load(s, j - table.offset(s)) * scales[s]);
-    }
+    for_each_segment_element(table, [&](int s, int64 k, int64 j) {
+        packed[j] = to_half(table.load(s, k) * scales[s]);
+    });
 }
 
 extern "C" __global__ void segmented_unpack(const int64 *t, int n,
                                             const float *inverses,
                                             const half_bits *packed) {
     Table table = {t, n};
-    FOR_EACH_ELEMENT(j, table.total()) {
-        int s = table.segment(j);
-        table.store(s, j - table.offset(s),
-                    to_float(packed[j]) * inverses[s]);
-    }
+    for_each_segment_element(table, [&](int s, int64 k, int64 j) {
+        table.store(s, k, to_float(packed[j]) * inverses[s]);
+    });
 }
 
 extern "C" __global__ void segmented_round(const int64 *t, int n,
                                            const float *scales,
                                            const float *inverses) {
     Table table = {t, n};
-    FOR_EACH_ELEMENT(j, table.total()) {
-        int s = table.segment(j);
-        int64 k = j - table.offset(s);
+    for_each_segment_element(table, [&](int s, int64 k, int64) {
         table.store(s, k, to_float(to_half(table.load(s, k) * scales[s]))
                           * inverses[s]);
-    }
+    });
 }
 
 /* source table t (n arrays), destination table d (n float32 arrays). */
 extern "C" __global__ void segmented_accumulate(const int64 *t,
                                                 const int64 *d, int n) {
     Table source = {t, n}, sums = {d, n};
-    FOR_EACH_ELEMENT(j, source.total()) {
-        int s = source.segment(j);
-        int64 k = j - source.offset(s);
+    for_each_segment_element(source, [&](int s, int64 k, int64) {
         sums.store(s, k, sums.load(s, k) + source.load(s, k));
-    }
+    });
 }
 
 /* source table t (n float32 arrays), destination table d (n arrays). */
 extern "C" __global__ void segmented_divide(const int64 *t, const int64 *d,
                                             int n, float divisor) {
     Table source = {t, n}, quotients = {d, n};
-    FOR_EACH_ELEMENT(j, source.total()) {
-        int s = source.segment(j);
-        int64 k = j - source.offset(s);
+    for_each_segment_element(source, [&](int s, int64 k, int64) {
         quotients.store(s, k, source.load(s, k) / divisor);
-    }
+    });
 }
 
 extern "C" __global__ void count_non_finite(const half_bits *h, int64 size,

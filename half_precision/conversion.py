@@ -1,8 +1,9 @@
-"""float32 <-> float16 conversions of the float16 gradient all-reduce.
+"""float32 <-> float16 conversions of the float16 gradient all-reduce and the
+CPU engine.
 
 NumPy 1.23 converts between float16 and float32 one element at a time
 (2-4 ns per element), several times the cost of a float32 add, which made
-the ring slower than a float32 all-reduce. The ``communicators._half``
+the ring slower than a float32 all-reduce. The ``half_precision._half``
 extension (built by setup.py where a C compiler exists) converts eight
 values per F16C instruction, with the bits of NumPy's ``astype``. Where it
 is absent, or for arrays that are not C-contiguous, these functions are
@@ -11,7 +12,7 @@ NumPy's own.
 import numpy
 
 try:
-    from communicators import _half
+    from half_precision import _half
 except ImportError:
     _half = None
 

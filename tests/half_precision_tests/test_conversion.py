@@ -7,18 +7,18 @@ import sys
 import numpy
 import pytest
 
-from communicators import half_conversion
+from half_precision import conversion
 from conftest import REPO
 
 try:
-    from communicators import _half
+    from half_precision import _half
 except ImportError as e:
     _half = None
     _IMPORT_ERROR = str(e)
 
-NO_F16C = 'COMMUNICATORS_HALF_NO_F16C'
+NO_F16C = 'HALF_PRECISION_NO_F16C'
 needs_extension = pytest.mark.skipif(
-    _half is None, reason='communicators._half is not built')
+    _half is None, reason='half_precision._half is not built')
 
 
 def _float32_cases():
@@ -60,13 +60,13 @@ def _bits(a):
 
 @pytest.fixture(params=['extension', 'numpy'])
 def backend(request, monkeypatch):
-    """half_conversion with the extension, or with its NumPy fallback."""
+    """The conversions with the extension, or with its NumPy fallback."""
     if request.param == 'extension':
         if _half is None:
-            pytest.skip('communicators._half is not built')
+            pytest.skip('half_precision._half is not built')
     else:
-        monkeypatch.setattr(half_conversion, '_half', None)
-    return half_conversion
+        monkeypatch.setattr(conversion, '_half', None)
+    return conversion
 
 
 def test_to_float_all_bit_patterns(backend):
@@ -196,9 +196,9 @@ def test_extension_rejects_bad_buffers(call, message):
 
 def test_extension_was_built():
     if _half is None:
-        pytest.skip('communicators._half was not built here (no C compiler '
+        pytest.skip('half_precision._half was not built here (no C compiler '
                     'when installing?): ' + _IMPORT_ERROR)
-    assert half_conversion.NATIVE
+    assert conversion.NATIVE
     if platform.machine() in ('x86_64', 'AMD64') and not os.environ.get(
             NO_F16C):
         with open('/proc/cpuinfo') as f:
@@ -214,7 +214,7 @@ def test_portable_loops_bit_exact():
     env['PYTHONPATH'] = REPO + os.pathsep + env.get('PYTHONPATH', '')
     check = subprocess.run(
         [sys.executable, '-c',
-         'import chainer_compat; from communicators import _half; '
+         'import chainer_compat; from half_precision import _half; '
          'assert not _half.uses_f16c'],
         cwd=REPO, env=env)
     assert check.returncode == 0
