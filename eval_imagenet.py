@@ -79,8 +79,8 @@ def read_validation(path, root, class_names, resize):
 def evaluate(network, pairs, transform, device, batchsize, loaderjob=0):
     """``(loss, top-1, top-5, images)`` over ``pairs``, as the trainer's
     validation scores them."""
-    iterator = image_data.validation_iterator(pairs, 0, 1, transform, batchsize,
-                                            loaderjob)
+    iterator = image_data.validation_iterator(
+        pairs, 0, 1, transform, batchsize, loaderjob)
     sums = numpy.zeros(4)
     with chainer.using_config('train', False), chainer.no_backprop_mode():
         for batch in iterator:

@@ -41,6 +41,9 @@ import time
 import traceback
 import weakref
 
+import chainer
+
+import communicators
 import cuda_stack
 from image_data.decoding import UndecodableImageError
 from errors import DIVERGED_STATUS
@@ -336,6 +339,20 @@ def check_free_space(out, model):
         raise JobInputError('--out {}'.format(e))
 
 
+def create_communicator(name, allreduce_dtype, allow_no_cudnn, gpu_flag=None):
+    """ChainerMN's communicator ``name`` (None: ``pure_nccl`` on GPUs,
+    ``naive`` on CPUs; ``allreduce_dtype`` float16 makes them
+    ``pure_nccl_fp16`` and ``mpi_fp16``); on GPUs, which the flag
+    ``gpu_flag`` asked for, the CUDA stack is checked first."""
+    name = name or ('pure_nccl' if gpu_flag else 'naive')
+    if gpu_flag:
+        check_gpu_stack(gpu_flag, allow_no_cudnn, 'nccl' in name)
+    with flag_errors('--communicator {} --allreduce-dtype {}'.format(
+            name, allreduce_dtype)):
+        return communicators.create_communicator(
+            name, allreduce_dtype, gpu=bool(gpu_flag))
+
+
 def check_gpu_stack(flag, allow_no_cudnn, need_nccl):
     """:func:`cuda_stack.check`, its line naming ``flag``."""
     with flag_errors(flag):
@@ -344,6 +361,22 @@ def check_gpu_stack(flag, allow_no_cudnn, need_nccl):
         except cuda_stack.CudnnOffError as e:
             raise InputError('{}, or pass --allow-no-cudnn to train without '
                              'it'.format(e))
+
+
+def create_device(comm, device, gpu, cudnn_autotune, cudnn_workspace):
+    """The worker's Chainer device: ``device`` (``-1``, ``@numpy`` or
+    ``@cupy:N``), or with ``gpu`` the GPU of the worker's intra-node rank;
+    on a GPU, cuDNN configured and the stack line printed by rank 0."""
+    if not (gpu or device.startswith('@cupy')):
+        return chainer.get_device(device)
+    chosen = chainer.get_device('@cupy:{}'.format(choose_gpu(
+        comm, '--gpu' if gpu else '--device ' + device,
+        None if gpu else int(device.split(':')[1]))))
+    chosen.use()
+    cuda_stack.configure_cudnn(cudnn_autotune, cudnn_workspace)
+    if comm.rank == 0:
+        print(cuda_stack.stack_line(chosen.device.id))
+    return chosen
 
 
 def choose_gpu(comm, flag, requested=None):

@@ -7,12 +7,8 @@ runs the recipe of Akiba, Suzuki & Fukuda (2017), "Extremely Large Minibatch
 SGD: Training ResNet-50 on ImageNet in 15 Minutes". ``train`` and ``val`` are
 list files or class folders; with neither, the embedded demo data set.
 """
-import argparse
 import dataclasses
-import functools
-import math
 import os
-import re
 import socket
 
 import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
@@ -26,199 +22,34 @@ import numpy
 import communicators
 import job
 import image_data
-from image_data import demo
 import errors
 import extensions
 from extensions import signal_stop
 from extensions import snapshots
 import models
 from optimizers import recipes
+import train_arguments
 import updaters
 
 
-def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-
-    def group(title):
-        return parser.add_argument_group(title).add_argument
-    add = group('data: the training and validation sets, their preprocessing')
-    add('train', nargs='?', help='list file, class folders or decoded .npz')
-    add('val', nargs='?', help='validation set, in the same form')
-    add('--demo', action='store_true', help='train on the embedded dataset')
-    add('--root', '-R', default='.',
-        help='root of the paths in list files (default: %(default)s)')
-    add('--n-class', type=int, help='classes (default: the class folders, '
-        'or the largest label of the list files + 1)')
-    add('--crop-size', type=int, help='crop side (224; 32 with --demo)')
-    add('--resize', type=int, help='side before cropping (crop x 256/224)')
-    add('--mean', '-m', help='mean .npy, (3,) or (3, resize, resize)')
-    add('--loaderjob', '-j', type=int, default=2,
-        help='image-loading processes per worker, 0: none (default: '
-        '%(default)s)')
-    add('--decoder', default='auto', help='JPEG decoder: auto (simplejpeg '
-        'where installed, else Pillow) or pillow (default: %(default)s)')
-    add('--resize-whole-image', action='store_true',
-        help='resize the whole image, then crop (default: the crop\'s box)')
-    add('--skip-bad-images', action='store_true',
-        help='count undecodable images and go on, instead of stopping')
-    add = group('model')
-    add('--arch', '-a', choices=sorted(models.archs), default='resnet50',
-        help='network (default: %(default)s)')
-    add('--width', type=float, default=1.0,
-        help='channel-width multiplier (default: 1, ResNet-50 itself)')
-    add('--bn-stats', choices=('final-batch', 'moving-average'),
-        default='final-batch',
-        help='BN statistics for evaluation (default: %(default)s)')
-    add('--bn-variance', choices=models.final_batch_normalization.VARIANCES,
-        default='mean', help='final-batch variance: the mean of the workers\' '
-        'variances, or the variance of the union of their batches (default: '
-        '%(default)s)')
-    add('--initmodel', help='start from the weights of this model.npz, '
-        'snapshot or ResNet50Layers file (a new head where the class count '
-        'differs)')
-    add = group('minibatch and length')
-    add('--batchsize', '-B', type=int, default=32,
-        help='images per worker per micro-batch (default: %(default)s)')
-    add('--accumulate', type=_count_or_auto, default=1,
-        help='micro-batches per worker per update (virtual workers), or '
-        'auto: the resumed snapshot\'s total on the workers at hand '
-        '(default: %(default)s)')
-    add('--val_batchsize', '--val-batchsize', '-b', type=int, default=250,
-        help='validation images per worker per batch (default: '
-        '%(default)s)')
-    add('--epoch', '-E', type=int, help='epochs (default 90; 3 with --demo)')
-    add('--iterations', type=int, help='stop after this many iterations')
-    add('--seed', type=int, default=0,
-        help='seed of init, order and crops (default: %(default)s)')
-    add('--test', action='store_true',
-        help='smoke test: 5 iterations, log every one, validate on 64 images '
-             'spread over the validation set')
-    add = group('devices and communication')
-    add('--device', '-d', default='-1',
-        help='device: @cupy:N, @numpy or -1 (CPU) (default: %(default)s)')
-    add('--gpu', '-g', action='store_true', help='GPU = intra-node rank')
-    add('--allow-no-cudnn', action='store_true',
-        help='train on GPUs without cuDNN (many times slower)')
-    add('--cudnn-autotune', action=argparse.BooleanOptionalAction,
-        default=cuda_stack.CUDNN_AUTOTUNE,
-        help='time cuDNN\'s convolution algorithms per shape, keep the '
-        'fastest (default: on)')
-    add('--cudnn-workspace', type=int, default=cuda_stack.CUDNN_WORKSPACE_MIB,
-        metavar='MIB', help='cuDNN workspace per convolution, MiB '
-        '(default: %(default)s)')
-    add('--communicator', help='ChainerMN communicator, mpi_fp16 or '
-        'pure_nccl_fp16 (default: mpi_fp16 on CPU and pure_nccl_fp16 on '
-        'GPU; naive and pure_nccl with --allreduce-dtype float32)')
-    add('--allreduce-dtype', choices=('float16', 'float32'), default='float16',
-        help='dtype the gradients travel in (default: %(default)s)')
-    add('--virtual-worker-rounding', choices=('on', 'off'), default='on',
-        help='with --accumulate and a float16 all-reduce, round each '
-        'micro-batch\'s gradient as a float16 worker\'s (default: '
-        '%(default)s)')
-    add = group('output, logs, resume and reliability')
-    add('--out', '-o', default='result',
-        help='output directory (default: %(default)s)')
-    add('--resume', '-r', help='snapshot to resume from, or "auto"')
-    add('--allow-new-dataset', action='store_true',
-        help='resume on another training set than the snapshot\'s')
-    add('--log-interval', type=int, default=10,
-        help='iterations per log line (default: %(default)s)')
-    add('--val-interval', type=float, default=1,
-        help='epochs per validation (default: %(default)s)')
-    add('--snapshot-interval', type=float, default=1,
-        help='epochs per snapshot (default: %(default)s)')
-    add('--snapshot-iterations', type=int, default=0,
-        help='a snapshot every this many iterations as well (default: 0, '
-        'none)')
-    add('--keep-snapshots', type=int, default=3,
-        help='newest snapshots kept (default: %(default)s)')
-    add('--on-non-finite', choices=('stop', 'skip'), default='stop',
-        help='a non-finite gradient stops the job (exit 3) or skips its '
-        'update (default: %(default)s)')
-    add('--tensorboard', action='store_true',
-        help='also write the log\'s scalars as TensorBoard events to '
-        'OUT/tensorboard (tensorboardX, the tensorboard extra)')
-    add('--stall-timeout', type=float, default=600, metavar='SECONDS',
-        help='end the job (exit 5) when a worker is silent, or in one '
-        'update, this long; 0: never (default: %(default)s)')
-    recipes.add_arguments(parser)
-    args = parser.parse_args(argv)
-    if (args.train is None) != (args.val is None) or args.demo and args.train:
-        parser.error('give the training and validation sets, or --demo')
-    return args
-
-
-def _count_or_auto(text):
-    return text if text == 'auto' else int(text)
-
-
-#: The ``--device`` values this script accepts.
-_DEVICE = re.compile(r'^(-1|@numpy|@intel64|@cupy:\d+)$')
-
-
-def check_args(args):
-    """One-line errors, naming the flag, for values argparse lets through."""
-    checks = [(name, math.isfinite(value), 'finite')
-              for name, value in sorted(vars(args).items())
-              if isinstance(value, float)]
-    checks += [(name, getattr(args, name) > 0, 'positive') for name in (
-        'batchsize', 'val_batchsize', 'epoch', 'width',
-        'log_interval', 'keep_snapshots', 'val_interval',
-        'snapshot_interval', 'resize')] + [
-        ('iterations', args.iterations is None or args.iterations > 0,
-         'positive'),
-        ('accumulate', args.accumulate == 'auto' or args.accumulate > 0,
-         'positive or auto'),
-        ('n_class', args.n_class is None or args.n_class > 0, 'positive'),
-        ('snapshot_iterations', args.snapshot_iterations >= 0,
-         'non-negative (0: off)'),
-        ('crop_size', args.crop_size >= 32, 'at least 32'),
-        ('crop_size', args.crop_size <= args.resize,
-         'at most --resize ({})'.format(args.resize)),
-        ('loaderjob', args.loaderjob >= 0, 'non-negative'),
-        ('decoder', args.decoder in image_data.DECODERS,
-         ' or '.join(image_data.DECODERS)),
-        ('cudnn_workspace', args.cudnn_workspace >= 0, 'non-negative'),
-        ('seed', 0 <= args.seed < 2 ** 32, 'in [0, 2**32)'),
-        ('device', _DEVICE.match(args.device),
-         '@cupy:N, @numpy or -1 (CPU)')]
-    for name, ok, expected in checks:
-        if not ok:
-            raise job.JobInputError('--{} must be {}, got {}'.format(
-                name if name == 'val_batchsize' else name.replace('_', '-'),
-                expected, getattr(args, name)))
-    with job.flag_errors():
-        return recipes.resolve(args.recipe, args.epoch, **{
-            name: getattr(args, name) for name in recipes.OVERRIDES})
-
-
 def main(argv=None):
-    args = parse_args(argv)
-    if args.train is None:
-        args.demo, args.train, args.val = True, demo.TRAIN_DIR, demo.VAL_DIR
-    epoch, crop_size = (3, demo.CROP_SIZE) if args.demo else (90, 224)
-    args.epoch = epoch if args.epoch is None else args.epoch
-    args.crop_size = crop_size if args.crop_size is None else args.crop_size
-    args.resize = args.resize or image_data.resize_for(args.crop_size)
-    if args.test:
-        args.log_interval, args.iterations = 1, args.iterations or 5
+    args = train_arguments.parse(argv)
     with job.ending_the_job(args.out):
-        train(args, check_args(args))
+        with job.flag_errors():
+            train_arguments.check(args)
+            recipe = train_arguments.recipe_of(args, args.epoch)
+        train(args, recipe)
 
 
-def create_device(args, comm):
-    """The worker's Chainer device; on GPUs cuDNN configured and the stack
-    line printed by rank 0."""
-    if not (args.gpu or args.device.startswith('@cupy')):
-        return chainer.get_device(args.device)
-    device = chainer.get_device('@cupy:{}'.format(job.choose_gpu(
-        comm, '--gpu' if args.gpu else '--device ' + args.device,
-        None if args.gpu else int(args.device.split(':')[1]))))
-    device.use()
-    cuda_stack.configure_cudnn(args.cudnn_autotune, args.cudnn_workspace)
-    if comm.rank == 0:
-        print(cuda_stack.stack_line(device.device.id))
-    return device
+@dataclasses.dataclass
+class Inputs:
+    """What the workers read and agree on before training."""
+    train: object
+    val: object
+    n_class: int
+    config: snapshots.RunConfiguration
+    resume: str
+    mean: numpy.ndarray
 
 
 def read_inputs(args, recipe, comm):
@@ -228,10 +59,6 @@ def read_inputs(args, recipe, comm):
     if args.accumulate == 'auto':
         with job.naming('--accumulate auto:'):
             path = snapshots.resume_path(args.resume, args.out)
-            if path is None:
-                raise errors.InputError(
-                    'no snapshot to resume from (--resume {}); give '
-                    '--accumulate K'.format(args.resume))
             args.accumulate = snapshots.virtual_workers_per_worker(
                 path, comm.size)
         if comm.rank == 0:
@@ -239,6 +66,12 @@ def read_inputs(args, recipe, comm):
                   'total of {}'.format(args.accumulate, path))
     train, val, n_class = image_data.load_datasets(
         comm, args.train, args.val, args.root, args.n_class, args.resize)
+    if args.batchsize * args.accumulate * comm.size > len(train):
+        raise errors.InputError(
+            'total minibatch {} (--batchsize x --accumulate x {} workers) is '
+            'larger than the training set ({} images)'.format(
+                args.batchsize * args.accumulate * comm.size, comm.size,
+                len(train)))
     config = snapshots.RunConfiguration(
         arch=args.arch, width=args.width, n_class=n_class,
         bn_stats=args.bn_stats, workers=comm.size, batchsize=args.batchsize,
@@ -254,24 +87,20 @@ def read_inputs(args, recipe, comm):
         resume = snapshots.find_resume(args.resume, args.out, config)
     with job.naming('--mean'):
         mean = image_data.load_mean(args.mean, args.resize)
-    return train, val, n_class, config, resume, mean
+    return Inputs(train, val, n_class, config, resume, mean)
 
 
 def train(args, recipe):
     job.prepare_process(args.loaderjob > 0)
 
-    # Check the GPU stack; set up the communicator and the device
-    on_gpu = args.gpu or args.device.startswith('@cupy')
-    comm_name = args.communicator or ('pure_nccl' if on_gpu else 'naive')
-    if on_gpu:
-        job.check_gpu_stack('--gpu' if args.gpu else '--device',
-                            args.allow_no_cudnn, 'nccl' in comm_name)
-    with job.flag_errors('--communicator {} --allreduce-dtype {}'.format(
-            comm_name, args.allreduce_dtype)):
-        comm = communicators.create_communicator(
-            comm_name, args.allreduce_dtype, gpu=on_gpu)
+    # The communicator (GPU stack checked first) and the device
+    comm = job.create_communicator(
+        args.communicator, args.allreduce_dtype, args.allow_no_cudnn,
+        gpu_flag='--gpu' if args.gpu else '--device' if args.device
+        .startswith('@cupy') else None)
     stop = signal_stop.SignalStop(comm)
-    device = create_device(args, comm)
+    device = job.create_device(comm, args.device, args.gpu,
+                               args.cudnn_autotune, args.cudnn_workspace)
     # The CPU engine's layers and update kernels on NumPy, Chainer's on GPUs
     layers, cpu_kernels = models.chainer_layers, None
     if device.xp is numpy:
@@ -282,14 +111,9 @@ def train(args, recipe):
     numpy.random.seed(args.seed)
 
     # Read and check the datasets, the mean and the snapshot
-    train_set, val_set, n_class, config, resume, mean = job.agree(
-        comm, read_inputs, args, recipe, comm)
+    inputs = job.agree(comm, read_inputs, args, recipe, comm)
+    train_set, n_class, mean = inputs.train, inputs.n_class, inputs.mean
     total_batchsize = args.batchsize * args.accumulate * comm.size
-    if total_batchsize > len(train_set):
-        raise job.JobInputError(
-            'total minibatch {} (--batchsize x --accumulate x {} workers) is '
-            'larger than the training set ({} images)'.format(
-                total_batchsize, comm.size, len(train_set)))
     nodes = job.node_ranks(comm.mpi_comm)
     if comm.rank == 0:
         print(nodes)
@@ -297,9 +121,9 @@ def train(args, recipe):
               'total minibatch: {}'.format(comm.size, args.batchsize,
                                            args.accumulate, total_batchsize))
         print('training images: {}  validation images: {}  classes: {} '
-              '({})'.format(len(train_set), len(val_set), n_class,
+              '({})'.format(len(train_set), len(inputs.val), n_class,
                             image_data.class_count_source(args.train,
-                                                        args.n_class)))
+                                                          args.n_class)))
 
     # The iterators; on GPUs the images travel as uint8 and are normalized
     # on the device (a per-pixel mean: on the host)
@@ -316,7 +140,8 @@ def train(args, recipe):
         micro_batches=args.accumulate, seed=args.seed,
         n_processes=args.loaderjob)
     val_iter = image_data.validation_iterator(
-        val_set, comm.rank, comm.size, image_data.ValTransform(*transform_args),
+        inputs.val, comm.rank, comm.size,
+        image_data.ValTransform(*transform_args),
         args.val_batchsize, args.loaderjob, limit=64 if args.test else None)
 
     # The model, the optimizer and the trainer
@@ -349,44 +174,33 @@ def train(args, recipe):
               else (args.epoch, 'epoch'))
     trainer = training.Trainer(updater, stop.stop_trigger(length),
                                out=args.out)
-    add_extensions(trainer, args, comm, stop, config, model, recipe,
+    add_extensions(trainer, args, comm, stop, inputs.config, model, recipe,
                    optimizer, val_iter, converter, length, total_batchsize)
 
     # Run
     if comm.rank == 0:
         extensions.record_start(args.out, vars(args), dataclasses.asdict(
-            recipe), comm.size, resume)
-    if resume:
+            recipe), comm.size, inputs.resume)
+    if inputs.resume:
         with job.naming('--resume'):
-            job.agree(comm, snapshots.load, resume, trainer)
+            job.agree(comm, snapshots.load, inputs.resume, trainer)
         if comm.rank == 0:
             print('resuming from {} at iteration {} (epoch {:.2f})'.format(
-                resume, updater.iteration, updater.epoch_detail), flush=True)
+                inputs.resume, updater.iteration, updater.epoch_detail),
+                flush=True)
     with job.training(args.out):
         trainer.run(show_loop_exception_msg=False)
     job.check_stopped(stop, trainer, args.out, snapshots.SNAPSHOT_NAME)
     if comm.rank == 0:
-        snapshots.AtomicWriter()(snapshots.MODEL_NAME, args.out, model_file(
-            args, recipe, model, n_class, getattr(
-                train_set, 'class_names', None), mean, trainer))
+        snapshots.AtomicWriter()(
+            snapshots.MODEL_NAME, args.out, models.saved_model.trained(
+                model.predictor, args.arch, args.width, n_class,
+                extensions.last_validation(trainer), class_names=list(
+                    getattr(train_set, 'class_names', None)
+                    or image_data.class_names_of(args.train)),
+                crop_size=args.crop_size, resize=args.resize, mean=mean,
+                recipe=dataclasses.asdict(recipe)))
         print(extensions.summary_line(trainer), flush=True)
-
-
-def model_file(args, recipe, model, n_class, class_names, mean, trainer):
-    """model.npz's content: the plain network (:func:`models.plain_copy`)
-    and its metadata (:class:`models.saved_model.ModelFile`)."""
-    last = extensions.last_validation(trainer)
-    return models.saved_model.ModelFile(models.plain_copy(
-        model.predictor, functools.partial(
-            models.archs[args.arch], n_class, width=args.width)), dict(
-        arch=args.arch, width=args.width, n_class=n_class,
-        class_names=list(class_names or image_data.class_names_of(args.train)),
-        crop_size=args.crop_size, resize=args.resize, mean=mean,
-        recipe=dataclasses.asdict(recipe), validation={
-            key: last[key] for key in (
-                'validation/main/accuracy', 'validation/main/top5',
-                'validation/main/loss', 'iteration', 'epoch')}
-        if last else {}))
 
 
 def add_extensions(trainer, args, comm, stop, config, model, recipe,
@@ -416,8 +230,9 @@ def add_extensions(trainer, args, comm, stop, config, model, recipe,
         trainer.extend(extensions.SyncFinalBatchStatistics(
             model, comm, [val_trigger] + snapshot_triggers))
     trainer.extend(extensions.Throughput(total_batchsize))
-    scheduled = recipes.extend_trainer(trainer, recipe, optimizer,
-                                       total_batchsize)
+    scheduled = extensions.add_schedules(
+        trainer, recipes.hyperparameter_schedules(recipe, total_batchsize),
+        optimizer)
     if trainer.updater.loss_scale is not None:
         scheduled += ['loss_scale', 'overflows']
     if comm.rank == 0:

@@ -47,6 +47,7 @@ import communicators  # NOQA: E402
 import errors  # NOQA: E402
 import models  # NOQA: E402
 from optimizers import recipes  # NOQA: E402
+import train_arguments  # NOQA: E402
 import updaters  # NOQA: E402
 
 
@@ -205,7 +206,7 @@ def parse_args(argv=None):
     parser.add_argument('--no-torch', action='store_true',
                         help='skip the PyTorch comparison')
     parser.add_argument('--json', help='also write the figures here')
-    recipes.add_arguments(parser)
+    train_arguments.add_recipe_arguments(parser)
     args = parser.parse_args(argv)
     if args.warmup < 0:
         parser.error('--warmup must be non-negative, got {}'.format(
@@ -219,8 +220,7 @@ def parse_args(argv=None):
         parser.error('--size must be at least 32 pixels, got {}'.format(
             args.size))
     try:
-        args.recipe = recipes.resolve(args.recipe, **{
-            name: getattr(args, name) for name in recipes.OVERRIDES})
+        args.recipe = train_arguments.recipe_of(args)
     except errors.ParameterError as e:
         parser.error(str(e))
     return args

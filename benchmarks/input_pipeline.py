@@ -139,7 +139,7 @@ def main(argv=None):
     side = image_data.resize_for(args.crop_size)
     mean = image_data.load_mean(None, side)
     transforms = {name: image_data.TrainTransform(args.crop_size, mean, side,
-                                                **kwargs)
+                                                  **kwargs)
                   for name, kwargs in PATHS}
     with tempfile.TemporaryDirectory() as folder:
         paths = write_photos(folder)

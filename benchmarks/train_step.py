@@ -62,6 +62,7 @@ import models
 from optimizers import recipes
 from optimizers.corrected_momentum_sgd import CorrectedMomentumSGD
 from optimizers.rmsprop_warmup import RMSpropWarmup
+import train_arguments
 
 try:
     import threadpoolctl
@@ -426,8 +427,8 @@ def transform_rate(crop_size, n):
     pixels = numpy.stack([128 + 100 * numpy.sin(xx / 17. + c)
                           * numpy.cos(yy / 23.) for c in range(3)], -1)
     pixels = (pixels + rng.normal(0, 12, pixels.shape)).clip(0, 255)
-    transform = image_data.TrainTransform(
-        crop_size, image_data.load_mean(None, image_data.resize_for(crop_size)))
+    mean = image_data.load_mean(None, image_data.resize_for(crop_size))
+    transform = image_data.TrainTransform(crop_size, mean)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, 'image.jpg')
         Image.fromarray(pixels.astype(numpy.uint8)).save(path, quality=90)
@@ -484,7 +485,7 @@ def parse_args(argv=None):
     parser.add_argument('--profile', action='store_true',
                         help='also print where the time of --steps more of '
                         'our steps goes, by kind of work')
-    recipes.add_arguments(parser)
+    train_arguments.add_recipe_arguments(parser)
     args = parser.parse_args(argv)
     for flag in ('batchsize', 'steps', 'rounds'):
         if getattr(args, flag) < 1:
@@ -494,8 +495,7 @@ def parse_args(argv=None):
         parser.error('--sizes must be at least 32 pixels, got {}'.format(
             ' '.join(map(str, args.sizes))))
     try:
-        args.recipe = recipes.resolve(args.recipe, **{
-            name: getattr(args, name) for name in recipes.OVERRIDES})
+        args.recipe = train_arguments.recipe_of(args)
     except errors.ParameterError as e:
         parser.error(str(e))
     return args

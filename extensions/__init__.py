@@ -3,6 +3,7 @@ statistics, reports, snapshots, the stall watchdog."""
 import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
 from extensions.evaluator import DistributedEvaluator  # NOQA
 from extensions.final_batch_statistics import SyncFinalBatchStatistics  # NOQA
+from extensions.hyperparameter_schedule import add_schedules  # NOQA
 from extensions.hyperparameter_schedule import HyperparameterSchedule  # NOQA
 from extensions.throughput import Throughput  # NOQA
 from extensions.triggers import AnyOfTriggers  # NOQA

@@ -46,3 +46,13 @@ class HyperparameterSchedule(training.Extension):
         if self._optimizer is None:
             return trainer.updater.get_optimizer('main')
         return self._optimizer
+
+
+def add_schedules(trainer, schedules, optimizer=None):
+    """Adds one :class:`HyperparameterSchedule` per item of ``schedules``,
+    ``{attr: function of the fractional epoch}`` (a recipe's:
+    :func:`optimizers.recipes.hyperparameter_schedules`); every worker needs
+    them. Returns the attributes, the keys they report under."""
+    for attr, schedule in schedules.items():
+        trainer.extend(HyperparameterSchedule(attr, schedule, optimizer))
+    return list(schedules)

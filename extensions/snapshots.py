@@ -332,7 +332,10 @@ def stored_configuration(path, name='run_configuration'):
 def virtual_workers_per_worker(path, workers):
     """``--accumulate auto``: the micro-batches per worker that keep the
     total of snapshot ``path`` (its workers x micro-batches) on ``workers``
-    workers."""
+    workers; ``path`` None (nothing to resume) is bad input."""
+    if path is None:
+        raise InputError('no snapshot to resume from, so no total to keep; '
+                         'give the micro-batches per worker')
     stored = stored_configuration(path)
     total = stored['workers'] * stored['accumulate']
     if total % workers:

@@ -11,6 +11,7 @@ the same plain network as the trainer's own model.npz, with
 :func:`models.plain_copy`), or the arrays of Chainer's
 ``chainer.links.ResNet50Layers`` (:mod:`models.chainer_resnet50`).
 """
+import functools
 import json
 import os
 import zipfile
@@ -57,6 +58,24 @@ class ModelFile(object):
             if isinstance(value, (list, tuple)) and not value:
                 value = numpy.zeros(0, 'U1')
             serializer(METADATA + key, numpy.asarray(value))
+
+
+#: The figures of the final validation that model.npz keeps.
+VALIDATION_KEYS = ('validation/main/accuracy', 'validation/main/top5',
+                   'validation/main/loss', 'iteration', 'epoch')
+
+
+def trained(predictor, arch, width, n_class, validation, **metadata):
+    """The :class:`ModelFile` of a trainer's network: its plain float32
+    copy (:func:`models.plain_copy`), the architecture, the figures of
+    ``validation`` (the log's last validation entry, or None) and
+    ``metadata`` (class names, preprocessing, recipe)."""
+    network = plain_copy(predictor, functools.partial(
+        ARCHS[arch], n_class, width=width))
+    return ModelFile(network, dict(
+        metadata, arch=arch, width=width, n_class=n_class, validation={
+            key: validation[key] for key in VALIDATION_KEYS}
+        if validation else {}))
 
 
 def load(path):

@@ -9,7 +9,8 @@ residual blocks; every part can be overridden on its own::
         recipes.create_optimizer(recipe), comm)
     optimizer.setup(model)
     recipes.add_hooks(optimizer, recipe)        # after setup
-    recipes.extend_trainer(trainer, recipe, optimizer, total_batchsize)
+    extensions.add_schedules(trainer, recipes.hyperparameter_schedules(
+        recipe, total_batchsize), optimizer)
 
 - ``akiba2017``: RMSprop warm-up and the slow-start learning rate.
 - ``goyal2017``: momentum SGD with momentum correction (Chainer's
@@ -32,7 +33,6 @@ import chainermn
 
 from errors import ParameterError
 from optimizers import schedules
-from extensions.hyperparameter_schedule import HyperparameterSchedule
 from optimizers.corrected_momentum_sgd import CorrectedMomentumSGD
 from optimizers.lars import LARS
 from optimizers.loss_scaling import DynamicLossScale
@@ -253,7 +253,8 @@ def create_optimizer(recipe, cpu_kernels=None):
 
     RMSprop warm-up, or momentum SGD: with momentum correction Chainer's
     ``CorrectedMomentumSGD``, without it Chainer's ``MomentumSGD``. The
-    scheduled values are set by the extensions of :func:`extend_trainer`.
+    scheduled values (:func:`hyperparameter_schedules`) are set by
+    :func:`extensions.add_schedules`.
     ``cpu_kernels``, a module with ``rmsprop_warmup`` and
     ``corrected_momentum_sgd`` (:mod:`cpu_engine.updates`), gives the
     updates on NumPy arrays; None: NumPy's and Chainer's own.
@@ -313,115 +314,3 @@ def create_loss_scale(recipe):
     if recipe.dtype != 'mixed16':
         return None
     return DynamicLossScale(recipe.loss_scale, recipe.loss_scale_interval)
-
-
-def extend_trainer(trainer, recipe, optimizer, total_batchsize):
-    """Adds one :class:`HyperparameterSchedule` per scheduled value.
-
-    They set ``lr`` (and the alphas) on ``optimizer`` when training starts
-    and before every update, from the updater's fractional epoch, and report
-    them under those keys; every worker needs them. Returns the keys.
-    """
-    scheduled = hyperparameter_schedules(recipe, total_batchsize)
-    for attr, schedule in scheduled.items():
-        trainer.extend(HyperparameterSchedule(attr, schedule, optimizer))
-    return list(scheduled)
-
-
-def _switch(group, name, help_text):
-    """``--name`` / ``--no-name`` setting ``name`` to True / False."""
-    flag = '--' + name.replace('_', '-')
-    group.add_argument(flag, dest=name, action='store_true', default=None,
-                       help=help_text)
-    group.add_argument('--no-' + flag[2:], dest=name, action='store_false',
-                       default=None, help='turn {} off'.format(flag))
-
-
-def add_arguments(parser):
-    """Adds ``--recipe`` and one flag per setting in :data:`OVERRIDES`.
-
-    Every flag defaults to None (the recipe's value), so
-    ``resolve(args.recipe, epochs, **{k: getattr(args, k) for k in
-    OVERRIDES})`` applies exactly the flags given.
-    """
-    group = parser.add_argument_group(
-        'optimization recipe',
-        'a recipe sets the defaults; each flag below overrides its part')
-    group.add_argument('--recipe', choices=sorted(RECIPES),
-                       default='akiba2017',
-                       help='whole recipe (default: akiba2017)')
-    group.add_argument('--optimizer', choices=OPTIMIZERS,
-                       help='update rule (akiba2017: rmsprop-warmup; '
-                            'others: momentum-sgd)')
-    _switch(group, 'momentum_correction',
-            'momentum-sgd with lr outside the momentum buffer, so lr changes '
-            'act at once (akiba2017, goyal2017: on; sgd: off = Chainer\'s '
-            'MomentumSGD); rmsprop-warmup always has it')
-    group.add_argument('--lr-schedule', choices=sorted(LR_SCHEDULES),
-                       help='learning-rate schedule (akiba2017: slow-start; '
-                            'goyal2017: goyal; sgd: constant; you2017: '
-                            'poly)')
-    group.add_argument('--lr', type=float,
-                       help='base learning rate the schedule multiplies '
-                            '(default: 0.1 x total minibatch / 256; with '
-                            'LARS 2 x sqrt(total minibatch / 256))')
-    group.add_argument('--momentum', type=float,
-                       help='momentum mu1 (default: 0.9)')
-    group.add_argument('--lr-rmsprop', type=float,
-                       help='RMSprop step eta_RMSprop of the warm-up; '
-                            'alpha_rmsprop = (1 - alpha_sgd) x lr-rmsprop / '
-                            'lr (default: 3e-4)')
-    group.add_argument('--mu2', type=float,
-                       help='decay of the mean square of the gradient '
-                            '(default: 0.99)')
-    group.add_argument('--eps', type=float,
-                       help='RMSprop denominator sqrt(m) + eps '
-                            '(default: 1e-8)')
-    group.add_argument('--warmup-center', type=float,
-                       help='epoch at which alpha_sgd = 0.5 (default: 10)')
-    group.add_argument('--warmup-period', type=float,
-                       help='epochs over which alpha_sgd slides '
-                            '(default: 5)')
-    group.add_argument('--alpha-sgd-form',
-                       choices=sorted(schedules.ALPHA_SGD_SLOPES),
-                       help='linear branch of alpha_sgd: elu = 0.5 + '
-                            '(e - c) / p, double-slope = 0.5 + 2 (e - c) / p '
-                            '(default: elu)')
-    _switch(group, 'scale_schedule',
-            'lay all epoch boundaries (and the warm-up centre and period) '
-            'out for --epoch instead of 90 epochs (default: off)')
-    group.add_argument('--weight-decay', type=float,
-                       help='L2 weight decay, 0 for none (default: 1e-4)')
-    group.add_argument('--weight-decay-exempt',
-                       choices=sorted(WEIGHT_DECAY_EXEMPT),
-                       help='parameters not decayed: bn = normalization '
-                            'gamma/beta, bn-bias = those and biases '
-                            '(goyal2017: bn; you2017: bn-bias; others: '
-                            'none)')
-    _switch(group, 'lars',
-            'layer-wise adaptive rate scaling of every array not exempt '
-            '(you2017: on; others: off)')
-    group.add_argument('--lars-eta', type=float,
-                       help='LARS trust coefficient eta (default: 0.001)')
-    group.add_argument('--warmup-epochs', type=float,
-                       help='linear warm-up of the poly schedule, in epochs '
-                            'of the 90-epoch layout (default: 5)')
-    group.add_argument('--poly-power', type=float,
-                       help='power of the poly decay (default: 2)')
-    group.add_argument('--label-smoothing', type=float,
-                       help='weight eps of the uniform target in the '
-                            'training loss (you2017: 0.1; others: 0)')
-    group.add_argument('--dtype', choices=DTYPES,
-                       help='float32 (default), or mixed16: float16 '
-                            'activations and gradients, float32 master '
-                            'weights, dynamic loss scaling')
-    group.add_argument('--loss-scale', type=float,
-                       help='initial loss scale of mixed16, a power of two '
-                            '(default: 1024)')
-    group.add_argument('--loss-scale-interval', type=int,
-                       help='clean updates after which the loss scale '
-                            'doubles (default: 1000)')
-    _switch(group, 'zero_init_residual',
-            'start the last BN gamma of every residual block at 0 '
-            '(goyal2017: on; others: off)')
-    return group

@@ -85,7 +85,7 @@ def test_loader_processes_give_the_same_batches():
 def test_total_minibatch_larger_than_dataset_is_refused():
     with pytest.raises(errors.InputError, match='larger than the training'):
         image_data.GlobalOrderIterator(list(range(10)), 4, index_transform,
-                                     rank=0, n_workers=3)
+                                       rank=0, n_workers=3)
 
 
 @pytest.mark.parametrize('batch_size, micro_batches, name', [
@@ -93,6 +93,6 @@ def test_total_minibatch_larger_than_dataset_is_refused():
 def test_sizes_must_be_positive(batch_size, micro_batches, name):
     with pytest.raises(errors.ParameterError) as e:
         image_data.GlobalOrderIterator(list(range(10)), batch_size,
-                                     index_transform,
-                                     micro_batches=micro_batches)
+                                       index_transform,
+                                       micro_batches=micro_batches)
     assert (e.value.name, e.value.expected) == (name, 'positive')

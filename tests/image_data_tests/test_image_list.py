@@ -110,7 +110,7 @@ def test_read_datasets_gives_class_folder_labels_to_validation(folders,
                                                                tmp_path):
     write_image(str(tmp_path / 'val' / 'b_cat' / 'x.jpg'))
     train, val, n_class = image_data.read_datasets(str(folders),
-                                                 str(tmp_path / 'val'))
+                                                   str(tmp_path / 'val'))
     assert (len(train), n_class) == (9, 3)
     assert list(val) == [(str(tmp_path / 'val' / 'b_cat' / 'x.jpg'), 1)]
 

@@ -130,7 +130,7 @@ def test_pillow_and_the_whole_image_give_the_older_pixels_bit_for_bit(
         photos):
     mean = image_data.load_mean(None, 256)
     t = image_data.TrainTransform(224, mean, 256, decoder='pillow',
-                                resize_whole_image=True)
+                                  resize_whole_image=True)
     for path in photos:
         for seed in range(4):
             x, _ = t((path, 0), numpy.random.default_rng(seed))
@@ -146,7 +146,7 @@ def test_the_crop_box_is_within_one_level_of_the_whole_image(photos,
     mean = image_data.load_mean(None, 256)
     fast = image_data.TrainTransform(224, mean, 256, decoder=decoder)
     whole = image_data.TrainTransform(224, mean, 256, decoder='pillow',
-                                    resize_whole_image=True)
+                                      resize_whole_image=True)
     levels = []
     for path in photos:
         for seed in range(4):
@@ -164,11 +164,11 @@ def test_the_validation_crop_box_is_within_one_level_too(photos):
     mean = image_data.load_mean(None, 256)
     x, _ = image_data.ValTransform(224, mean, 256)((photos[0], 0))
     y, _ = image_data.ValTransform(224, mean, 256, decoder='pillow',
-                                 resize_whole_image=True)((photos[0], 0))
+                                   resize_whole_image=True)((photos[0], 0))
     assert numpy.abs(x - y).max() <= 1.001 / 255
 
 
 def test_an_unknown_decoder_is_refused():
     with pytest.raises(errors.ParameterError, match='decoder must be'):
         image_data.TrainTransform(32, image_data.load_mean(None, 36), 36,
-                                decoder='turbo')
+                                  decoder='turbo')

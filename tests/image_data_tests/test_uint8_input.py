@@ -20,12 +20,12 @@ def test_uint8_batches_normalize_to_the_float32_ones(kind):
     for uint8 in (False, True):
         if kind == 'train':
             transform = image_data.TrainTransform(16, mean, 20,
-                                                uint8_output=uint8)
+                                                  uint8_output=uint8)
             rng = numpy.random.default_rng(3)
             batch = [transform(example, rng) for example in images(6)]
         else:
             transform = image_data.ValTransform(16, mean, 20,
-                                              uint8_output=uint8)
+                                                uint8_output=uint8)
             batch = [transform(example) for example in images(6)]
         converter = image_data.SkippingConverter(
             transform.normalize_batch if uint8 else None)
@@ -40,4 +40,4 @@ def test_uint8_batches_normalize_to_the_float32_ones(kind):
 def test_a_per_pixel_mean_stays_on_the_host():
     with pytest.raises(ParameterError):
         image_data.TrainTransform(16, numpy.zeros((3, 20, 20), numpy.float32),
-                                20, uint8_output=True)
+                                  20, uint8_output=True)

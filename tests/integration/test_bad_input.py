@@ -83,7 +83,7 @@ def test_empty_class_folders(tmp_path):
 @pytest.mark.parametrize('flag', ['--batchsize', '--val_batchsize', '--epoch'])
 def test_non_positive_sizes(flag):
     msg = train('--demo', flag, '0')
-    assert '{} must be positive, got 0'.format(flag) in msg
+    assert '{} must be positive, got 0'.format(flag.replace('_', '-')) in msg
 
 
 @pytest.mark.parametrize('flags, expected', [

@@ -109,7 +109,7 @@ def test_the_onnx_graph_gives_the_same_classes_and_logits(trained,
     import image_data
     from image_data.image_list import read_dataset
     transform = image_data.ValTransform(metadata['crop_size'],
-                                      metadata['mean'], metadata['resize'])
+                                        metadata['mean'], metadata['resize'])
     index, _ = read_dataset(VAL, '.', metadata['class_names'])
     x = numpy.stack([transform(index[i])[0] for i in range(0, 1000, 10)])
     with chainer.using_config('train', False), chainer.no_backprop_mode():

@@ -1,4 +1,4 @@
-"""Command-line recipes: flags, hooks, schedule extensions and resume."""
+"""Recipes: their flags, hooks, schedule extensions and resume."""
 import argparse
 import dataclasses
 import json
@@ -16,21 +16,22 @@ import numpy
 import pytest
 
 import errors
+import extensions
 from optimizers import schedules
 from optimizers import CorrectedMomentumSGD
 from optimizers import recipes
 from optimizers import RMSpropWarmup
 from optimizers.weight_decay import WeightDecay
+import train_arguments
 
 
 def make_recipe(*argv):
     """The recipe that the training script resolves from ``argv``."""
     parser = argparse.ArgumentParser(prog='train')
     parser.add_argument('--epoch', type=int, default=90)
-    recipes.add_arguments(parser)
+    train_arguments.add_recipe_arguments(parser)
     args = parser.parse_args(list(argv))
-    return recipes.resolve(args.recipe, args.epoch, **{
-        name: getattr(args, name) for name in recipes.OVERRIDES})
+    return train_arguments.recipe_of(args, args.epoch)
 
 
 @pytest.mark.parametrize('name, expected', [
@@ -291,7 +292,9 @@ def train(out, recipe, stop, optimizer_wrapper=None, resume=None,
                                                 shuffle=False)
     trainer = training.Trainer(training.StandardUpdater(iterator, optimizer),
                                (stop, 'iteration'), out=out)
-    assert recipes.extend_trainer(trainer, recipe, optimizer, BATCH) == [
+    assert extensions.add_schedules(
+        trainer, recipes.hyperparameter_schedules(recipe, BATCH),
+        optimizer) == [
         'lr', 'alpha_sgd', 'alpha_rmsprop']
     log = chainer_extensions.LogReport(trigger=(1, 'iteration'),
                                        filename=None)
