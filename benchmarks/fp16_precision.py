@@ -46,7 +46,7 @@ from half_precision import scaling
 from half_precision.conversion import add_half
 from half_precision.conversion import to_half
 from image_data import demo
-from models import ResNet50
+import models
 
 ORDERS = ('float32', 'divide-first', 'sum-first', 'global scale',
           'per-parameter')
@@ -197,7 +197,8 @@ def main(argv=None):
 
     images, labels = _demo_images(args.crop_size)
     numpy.random.seed(0)
-    model = chainer.links.Classifier(ResNet50(10, layers=cpu_engine))
+    model = models.build_classifier(10, bn_stats='moving-average',
+                                    layers=cpu_engine)
     print('ResNet-50, 10 classes, {} px, {} images per worker, one in {} '
           'elements sampled'.format(args.crop_size, args.batchsize,
                                     args.sample))

@@ -22,7 +22,7 @@ import chainer
 import numpy
 
 import cpu_engine
-from models import ResNet50
+import models
 import updaters
 
 
@@ -42,8 +42,9 @@ class BackwardAccumulation(updaters.MicroBatchUpdater):
 
 def make_updater(cls, data, micro_batches, batchsize, width):
     numpy.random.seed(0)
-    model = chainer.links.Classifier(
-        ResNet50(10, layers=cpu_engine, width=width))
+    model = models.build_classifier(10, width=width,
+                                    bn_stats='moving-average',
+                                    layers=cpu_engine)
     optimizer = chainer.optimizers.MomentumSGD(lr=0)
     optimizer.setup(model)
     iterator = chainer.iterators.SerialIterator(data, batchsize)

@@ -47,7 +47,6 @@ import time
 
 import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
 import chainer
-import chainer.functions as F
 import chainer.links as L
 import numpy
 from PIL import Image
@@ -155,21 +154,22 @@ def frozen_optimizer(model, recipe, batchsize):
 def chainer_step(size, batchsize, recipe):
     """A closure running one training step, its FLOPs per image, optimizer.
 
-    The model is built on the CPU engine's layers, as the trainer builds it
-    on CPUs; ``chainer.config.cpu_fast_paths = False`` runs Chainer's own
-    functions through the same layers (``--stock``).
+    The model is the trainer's (:func:`models.build_classifier`) on the CPU
+    engine's layers, as the trainer builds it on CPUs, with moving-average
+    BN as the PyTorch network beside it has; ``chainer.config.
+    cpu_fast_paths = False`` runs Chainer's own functions through the same
+    layers (``--stock``).
     """
-    model = models.ResNet50(layers=cpu_engine)
+    model = models.build_classifier(
+        1000, bn_stats='moving-average', zero_init=recipe.zero_init_residual,
+        label_smoothing=recipe.label_smoothing, layers=cpu_engine)
     optimizer = frozen_optimizer(model, recipe, batchsize)
     rng = numpy.random.RandomState(1)
     x = rng.randn(batchsize, 3, size, size).astype(numpy.float32)
     t = rng.randint(0, 1000, batchsize).astype(numpy.int32)
 
-    def loss(x, t):
-        return F.softmax_cross_entropy(model(x), t)
-
     def step():
-        optimizer.update(loss, x, t)
+        optimizer.update(model, x, t)
     counter = FlopCounter()
     with counter:
         step()
