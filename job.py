@@ -80,20 +80,6 @@ def agree(comm, check, *args, **kwargs):
     return result
 
 
-@contextlib.contextmanager
-def flag_errors(flag=None):
-    """Turns a library's ``ValueError`` into :class:`JobInputError` naming
-    the command-line ``flag``; a :class:`ParameterError` names its own flag
-    (``lr`` -> ``--lr``). For checks that every worker makes alike."""
-    try:
-        yield
-    except ParameterError as e:
-        raise JobInputError('--{} must be {}, got {}'.format(
-            e.name.replace('_', '-'), e.expected, e.value))
-    except ValueError as e:
-        raise JobInputError('{}: {}'.format(flag, e) if flag else str(e))
-
-
 def _ranges(ranks):
     """[0, 1, 2, 5] -> '0-2,5'."""
     runs = []
@@ -288,14 +274,31 @@ def remove_leaked_semaphores(folder=SEMAPHORES, min_age=60):
 
 
 @contextlib.contextmanager
-def naming(flag):
-    """A library's error about a value it was given (a file, whose message
-    starts with the path) names the flag too: ``--mean m.npy: no such
-    file``."""
+def naming(flag=None):
+    """Errors about a value the job was given name the flag that gave it,
+    the same way everywhere:
+
+    - :class:`ParameterError` names its own flag (``lr`` -> ``--lr must be
+      finite, got nan``);
+    - :class:`InputError`, whose message starts with the value (a path),
+      gets the flag before it: ``--mean m.npy: no such file``;
+    - another library ``ValueError``: ``FLAG: message``.
+
+    The first and the last come from checks every worker makes alike, so
+    they end the job as :class:`JobInputError`, as does an error that every
+    worker already raised together."""
     try:
         yield
+    except ParameterError as e:
+        raise JobInputError('--{} must be {}, got {}'.format(
+            e.name.replace('_', '-'), e.expected, e.value)) from None
     except InputError as e:
-        raise InputError('{} {}'.format(flag, e))
+        together = isinstance(e, JobInputError)
+        raise (JobInputError if together else InputError)(
+            '{} {}'.format(flag, e) if flag else str(e)) from None
+    except ValueError as e:
+        raise JobInputError('{}: {}'.format(flag, e) if flag else str(e)) \
+            from None
 
 
 #: The lock files of the output directories this process claimed: a lock
@@ -306,24 +309,21 @@ _locks = []
 def claim_output(out, resume):
     """Lock ``out`` (``--out``) for this job and refuse it if it holds a run
     that this one (``resume``) does not continue."""
-    try:
-        _locks.append(run_directory.claim(out))
-        run_directory.check_not_another_run(out, resume)
-    except run_directory.DirectoryInUse as e:
-        raise JobInputError(
-            '--out {}; wait for it to end or choose another --out'.format(e))
-    except run_directory.HoldsAnotherRun as e:
-        raise JobInputError(
-            '--out {}; continue it with --resume auto, or choose another '
-            '--out'.format(e))
-    except run_directory.FileInTheWay as e:
-        raise JobInputError('--out {}'.format(e))
-    except OSError as e:
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise JobInputError('--out {}'.format(
-                run_directory.NoSpace(out, run_directory.free_bytes(out))))
-        raise JobInputError('--out {}: not writable ({})'.format(
-            out, e.strerror or e))
+    with naming('--out'):
+        try:
+            _locks.append(run_directory.claim(out))
+            run_directory.check_not_another_run(out, resume)
+        except run_directory.DirectoryInUse as e:
+            raise InputError('{}; wait for it to end or choose another --out'
+                             .format(e))
+        except run_directory.HoldsAnotherRun as e:
+            raise InputError('{}; continue it with --resume auto, or choose '
+                             'another --out'.format(e))
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise run_directory.NoSpace(out, run_directory.free_bytes(out))
+            raise InputError('{}: not writable ({})'.format(
+                out, e.strerror or e))
 
 
 def check_free_space(out, model):
@@ -333,10 +333,8 @@ def check_free_space(out, model):
     parameter again in float32 (model.npz): 16 bytes, 18 under mixed16."""
     needed = sum(param.array.nbytes + 4 * param.size * (
         4 if param.dtype.itemsize == 2 else 3) for param in model.params())
-    try:
+    with naming('--out'):
         run_directory.check_free_space(out, needed)
-    except run_directory.NoSpace as e:
-        raise JobInputError('--out {}'.format(e))
 
 
 def create_communicator(name, allreduce_dtype, allow_no_cudnn, gpu_flag=None):
@@ -347,20 +345,23 @@ def create_communicator(name, allreduce_dtype, allow_no_cudnn, gpu_flag=None):
     name = name or ('pure_nccl' if gpu_flag else 'naive')
     if gpu_flag:
         check_gpu_stack(gpu_flag, allow_no_cudnn, 'nccl' in name)
-    with flag_errors('--communicator {} --allreduce-dtype {}'.format(
+    with naming('--communicator {} --allreduce-dtype {}'.format(
             name, allreduce_dtype)):
         return communicators.create_communicator(
             name, allreduce_dtype, gpu=bool(gpu_flag))
 
 
 def check_gpu_stack(flag, allow_no_cudnn, need_nccl):
-    """:func:`cuda_stack.check`, its line naming ``flag``."""
-    with flag_errors(flag):
-        try:
-            cuda_stack.check(allow_no_cudnn, need_nccl)
-        except cuda_stack.CudnnOffError as e:
-            raise InputError('{}, or pass --allow-no-cudnn to train without '
-                             'it'.format(e))
+    """:func:`cuda_stack.check`, its line naming ``flag``. Every node runs
+    one software image, so a stack that fails fails alike on every worker:
+    the job ends as on bad input they all found."""
+    try:
+        cuda_stack.check(allow_no_cudnn, need_nccl)
+    except cuda_stack.CudnnOffError as e:
+        raise JobInputError('{}: {}, or pass --allow-no-cudnn to train '
+                            'without it'.format(flag, e)) from None
+    except InputError as e:
+        raise JobInputError('{}: {}'.format(flag, e)) from None
 
 
 def create_device(comm, device, gpu, cudnn_autotune, cudnn_workspace):

@@ -35,7 +35,7 @@ import updaters
 def main(argv=None):
     args = train_arguments.parse(argv)
     with job.ending_the_job(args.out):
-        with job.flag_errors():
+        with job.naming():
             train_arguments.check(args)
             recipe = train_arguments.recipe_of(args, args.epoch)
         train(args, recipe)

@@ -54,33 +54,33 @@ def test_each_package_imports_alone(package):
     assert out.returncode == 0, out.stderr[-2000:]
 
 
-def test_the_gpu_communicator_loads_no_cpu_float16_code():
-    code = ('import sys\n'
-            'import communicators.pure_nccl_fp16_communicator, updaters\n'
-            'print(sorted(m for m in sys.modules if m in ('
-            '"half_precision._half", "half_precision.conversion", '
-            '"communicators.ring_allreduce")))\n')
+def modules_after(imports, wanted):
+    """The names of ``sys.modules`` that ``wanted`` (a Python expression of
+    ``m``) keeps after a fresh interpreter runs ``import IMPORTS``."""
+    code = ('import sys\nimport {}\nprint(sorted(m for m in sys.modules '
+            'if {}))\n'.format(imports, wanted))
     out = subprocess.run([sys.executable, '-c', code], cwd=REPO,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == '[]'
-    code = code.replace('communicators.pure_nccl_fp16_communicator',
-                        'communicators.mpi_fp16_communicator')
-    out = subprocess.run([sys.executable, '-c', code], cwd=REPO,
-                         capture_output=True, text=True, timeout=120)
+    return out.stdout.strip()
+
+
+FLOAT16_CPU = ('m in ("half_precision._half", "half_precision.conversion", '
+               '"communicators.ring_allreduce")')
+
+
+def test_the_gpu_communicator_loads_no_cpu_float16_code():
+    assert modules_after('communicators.pure_nccl_fp16_communicator, '
+                         'updaters', FLOAT16_CPU) == '[]'
     # the check sees them where they are used
-    assert 'communicators.ring_allreduce' in out.stdout
-    assert 'half_precision.conversion' in out.stdout
+    cpu = modules_after('communicators.mpi_fp16_communicator, updaters',
+                        FLOAT16_CPU)
+    assert 'communicators.ring_allreduce' in cpu
+    assert 'half_precision.conversion' in cpu
 
 
 def test_the_half_precision_package_loads_none_of_its_modules():
     """Its modules are imported by name: the package itself loads neither
     the F16C extension nor the CUDA kernels' module, nor CuPy."""
-    code = ('import sys\n'
-            'import half_precision\n'
-            'print(sorted(m for m in sys.modules if m == "cupy" or '
-            'm.startswith(("half_precision.", "cupy."))))\n')
-    out = subprocess.run([sys.executable, '-c', code], cwd=REPO,
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == '[]'
+    assert modules_after('half_precision', 'm == "cupy" or m.startswith(('
+                         '"half_precision.", "cupy."))') == '[]'

@@ -8,6 +8,7 @@ import pytest
 import job
 from errors import InputError
 from errors import NonFiniteGradientError
+from errors import ParameterError
 
 
 class FakeComm(object):
@@ -113,12 +114,22 @@ def stderr_lines(capsys):
 
 
 @pytest.mark.parametrize('rank', [0, 1])
-def test_bad_input_of_the_job_exits_2_reported_once(world, capsys, rank):
+@pytest.mark.parametrize('error, status, line', [
+    (job.JobInputError('--seed must be non-negative'), 2,
+     'train_imagenet.py: error: --seed must be non-negative'),
+    (NonFiniteGradientError(5, '/predictor/fc/W'), 3,
+     'train_imagenet.py: error: all-reduced gradient diverged: 5 '
+     'non-finite element(s), the first in /predictor/fc/W; the snapshots '
+     'in result/run are untouched'),
+    (job.Stopped('stopped by SIGTERM after iteration 7'), 4,
+     'train_imagenet.py: stopped by SIGTERM after iteration 7'),
+])
+def test_an_ending_every_worker_meets_exits_with_its_status_said_once(
+        world, capsys, rank, error, status, line):
+    """Bad input all found (2), divergence (3), a stop signal (4)."""
     world.rank = rank
-    assert end(job.JobInputError('--seed must be non-negative')) == 2
-    assert stderr_lines(capsys) == (
-        ['train_imagenet.py: error: --seed must be non-negative']
-        if rank == 0 else [])
+    assert end(error, out='result/run') == status
+    assert stderr_lines(capsys) == ([line] if rank == 0 else [])
     assert world.aborted is None and world.released == 0
 
 
@@ -130,18 +141,6 @@ def test_bad_input_of_one_worker_aborts_with_2(world, capsys):
     assert world.aborted == 2 and world.released == 1
     assert stderr_lines(capsys) == [
         'train_imagenet.py: error: worker 3: a.jpg: cannot be decoded']
-
-
-@pytest.mark.parametrize('rank', [0, 1])
-def test_divergence_exits_3_reported_once(world, capsys, rank):
-    world.rank = rank
-    error = NonFiniteGradientError(5, '/predictor/fc/W')
-    assert end(error, out='result/run') == 3
-    assert stderr_lines(capsys) == (
-        ['train_imagenet.py: error: all-reduced gradient diverged: 5 '
-         'non-finite element(s), the first in /predictor/fc/W; the '
-         'snapshots in result/run are untouched'] if rank == 0 else [])
-    assert world.aborted is None
 
 
 def test_anything_else_prints_the_traceback_and_aborts_with_1(world, capsys):
@@ -169,14 +168,23 @@ def test_bad_input_of_a_job_of_one_process_exits_2(world, capsys):
         'train_imagenet.py: error: a.jpg: cannot be decoded']
 
 
-@pytest.mark.parametrize('rank', [0, 1])
-def test_a_stop_signal_exits_4_reported_once(world, capsys, rank):
-    world.rank = rank
-    assert end(job.Stopped('stopped by SIGTERM after iteration 7')) == 4
-    assert stderr_lines(capsys) == (
-        ['train_imagenet.py: stopped by SIGTERM after iteration 7']
-        if rank == 0 else [])
-    assert world.aborted is None
+@pytest.mark.parametrize('error, flag, expected', [
+    (ParameterError('val_batchsize', 0, 'positive'), None,
+     (job.JobInputError, '--val-batchsize must be positive, got 0')),
+    (InputError('m.npy: no such file'), '--mean',
+     (InputError, '--mean m.npy: no such file')),
+    (job.JobInputError('s: damaged'), '--resume',
+     (job.JobInputError, '--resume s: damaged')),
+    (ValueError("unknown communicator 'x'"), '--communicator x',
+     (job.JobInputError, "--communicator x: unknown communicator 'x'")),
+])
+def test_naming_names_the_flag_one_way(error, flag, expected):
+    """A setting names its own flag, a value's error gets the flag that gave
+    it; an error every worker met together stays one."""
+    with pytest.raises(InputError) as info:
+        with job.naming(flag):
+            raise error
+    assert (type(info.value), str(info.value)) == expected
 
 
 def test_leaked_semaphores_are_removed_and_live_ones_kept(tmp_path):
