@@ -56,6 +56,9 @@ setup(
         'matplotlib>=3.5',
         # oneDNN's direct convolutions for the CPU training step, through
         # cpu_engine.onednn; elsewhere the NumPy GEMMs of cpu_engine are used.
+        # A requirement, not a CPU extra: one install serves a cluster's GPU
+        # jobs and the CPU smoke runs made beside them (login nodes, CI),
+        # and only a CPU run loads it (tests/test_imports.py).
         'onednn-cpu-gomp>=2023.2; platform_system == "Linux" and '
         'platform_machine == "x86_64"',
         # cpu_engine.cpu_runtime.configure leaves NumPy's BLAS one thread
