@@ -231,6 +231,7 @@ def generated_text(plan, results, results_dir, page):
         text += ['![final top-1 against total minibatch]({}/sweep.png)'
                  .format(rel), '']
     text += paper_schedule_text(plan, results, results_dir, rel, lr_ref)
+    text += paper_rq2_text(plan, results)
     examples = [sweep_runs(plan)[0]] + [
         run for run in (study_runs(plan, lr_ref) if lr_ref else [])
         if run.seed == 0 and (run.k in (1, plan.k) or run.config.name
@@ -362,6 +363,99 @@ def paper_schedule_text(plan, results, results_dir, rel, lr_ref):
     text += ['{:.1f} h of training time (the trainer\'s clock) in these '
              'runs{}.'.format(train_s / 3600, '' if finished else ' so far'),
              '']
+    return text
+
+
+#: RQ2's rows: the run without a technique, what it removes, the stage of
+#: that run and of the akiba2017 it is read against on the paper's
+#: schedule, and its pair in the short study (configuration, stage).
+RQ2_ROWS = (
+    ('no-rmsprop-warmup', 'RMSprop warm-up', 'paper-ablation',
+     'paper-schedule', ('no-rmsprop-warmup', 'study')),
+    ('no-slow-start', 'slow-start lr', 'paper-ablation', 'paper-schedule',
+     ('no-slow-start', 'study')),
+    ('no-final-batch-bn', 'final-batch BN', 'paper-ablation',
+     'paper-schedule', ('no-final-batch-bn', 'study')),
+    ('no-fp16-allreduce', 'fp16 all-reduce, every worker rounded',
+     'paper-fp16', 'paper-fp16',
+     ('akiba2017-zero-init-fp32-allreduce', 'fp16-rerun')),
+    ('sgd', 'all three: plain linear scaling', 'paper-ablation',
+     'paper-schedule', ('sgd', 'study')),
+)
+
+
+def worth(results, config, stage, base_stage, k):
+    """A technique's worth, seed by seed: top-1 of the whole recipe at
+    ``k`` (what ``config`` ablates, else ``akiba2017``; of ``base_stage``)
+    minus that of ``config`` of ``stage`` without it, None where either
+    diverged; ``{seed: worth}``."""
+    top1 = {(r['stage'], r['config'], r['seed']): None if r['diverged']
+            else r['top1'] for r in results if r['k'] == k}
+    base = ablated(CONFIG[config]) or CONFIG['akiba2017']
+    found = {}
+    for (st, name, seed), value in top1.items():
+        other = top1.get((base_stage, base.name, seed), False)
+        if (st, name) == (stage, config) and other is not False:
+            found[seed] = None if None in (value, other) else other - value
+    return dict(sorted(found.items()))
+
+
+def _worth_text(found):
+    """``+1.23 (3 seeds, std 0.45)`` of :func:`worth`'s result, in points."""
+    values = [v for v in found.values() if v is not None]
+    if not found:
+        return '-'
+    if not values:
+        return 'diverged'
+    text = '{:+.2f}'.format(100 * numpy.mean(values))
+    if len(found) > 1:
+        text += ' ({} seeds{})'.format(len(found), ', std {:.2f}'.format(
+            100 * numpy.std(values, ddof=1)) if len(values) > 1 else '')
+    return text
+
+
+def paper_rq2_text(plan, results):
+    """RQ2 on the paper's schedule: each technique's worth at its epochs
+    beside its worth in the 7-epoch study, with the seed spread."""
+    rq2 = [r for r in results if r['stage'] in ('paper-ablation',
+                                                'paper-fp16')]
+    planned = len(plan.paper_ablation_runs) + len(plan.paper_fp16_runs)
+    text = [
+        '### RQ2 on the paper\'s schedule: what each technique is worth',
+        '', '{} of {} runs finished. A technique\'s worth is the top-1 of '
+        '`akiba2017` minus that of the run without it, same seed, in points '
+        '(positive: the recipe needs it; for the fp16 all-reduce, negative '
+        'is what rounding costs); at {} epochs against `akiba2017` of the '
+        'table above, the fp16 pair against its own `akiba2017` trained '
+        'with every virtual worker rounded; beside it the same measure in '
+        'the {}-epoch study (the fp16 row: its rerun on '
+        '`akiba2017-zero-init`).'.format(len(rq2), planned,
+                                         plan.paper_epochs, plan.epochs), '',
+        '| removed | top-1 % at {} epochs (seed 0) | worth at {} epochs | '
+        'worth at {} epochs |'.format(plan.paper_epochs, plan.paper_epochs,
+                                      plan.epochs),
+        '|---|---|---|---|']
+    by_name = {(r['stage'], r['config'], r['seed']): r for r in results}
+    for config, removed, stage, base_stage, (short, short_stage) in RQ2_ROWS:
+        run = by_name.get((stage, config, 0))
+        text.append('| {} (`{}`) | {} | {} | {} |'.format(
+            removed, config, '-' if run is None else 'diverged'
+            if run['diverged'] else fmt_percent(run['top1']),
+            _worth_text(worth(results, config, stage, base_stage, plan.k)),
+            _worth_text(worth(results, short, short_stage, short_stage,
+                              plan.k))))
+    spread = []
+    for config, k in (('akiba2017', plan.k), ('reference', 1)):
+        top1 = [by_name[key]['top1'] for key in sorted(by_name)
+                if key[:2] == ('paper-schedule', config)
+                and not by_name[key]['diverged']]
+        if len(top1) > 1:
+            spread.append('`{}` {} seeds: {}, range {:.2f} points'.format(
+                config, len(top1), ', '.join(map(fmt_percent, top1)),
+                100 * (max(top1) - min(top1))))
+    text += ['', 'Seed spread at {} epochs: {}.'.format(
+        plan.paper_epochs, '; '.join(spread) if spread else
+        'not yet (fewer than two seeds of a configuration)'), '']
     return text
 
 

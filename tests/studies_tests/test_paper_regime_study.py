@@ -457,3 +457,37 @@ def test_rq2_runs_on_the_papers_schedule_are_their_own_stages():
     others = {r.name for r in regime.paper_stage_runs(plan, 0.01)}
     assert not others & {r.name for r in runs}
     assert ('reference', 1) in plan.paper_runs
+
+
+def test_rq2_reads_each_technique_at_90_epochs_beside_7():
+    results = [
+        paper_result('akiba2017', 128, 0, 0.90),
+        paper_result('akiba2017', 128, 1, 0.92),
+        paper_result('reference', 1, 0, 0.89),
+        paper_result('reference', 1, 1, 0.895),
+        paper_result('no-slow-start', 128, 0, 0.87, stage='paper-ablation'),
+        paper_result('sgd', 128, 0, None, stage='paper-ablation',
+                     diverged=True),
+        paper_result('akiba2017', 128, 0, 0.91, stage='paper-fp16'),
+        paper_result('no-fp16-allreduce', 128, 0, 0.905, stage='paper-fp16'),
+        study_result('akiba2017', 128, 0, 0.80),
+        study_result('akiba2017', 128, 1, 0.82),
+        study_result('no-slow-start', 128, 0, 0.70),
+        study_result('no-slow-start', 128, 1, 0.76),
+        dict(study_result('akiba2017-zero-init', 128, 0, 0.81),
+             stage='fp16-rerun'),
+        dict(study_result('akiba2017-zero-init-fp32-allreduce', 128, 0,
+                          0.80), stage='fp16-rerun'),
+    ]
+    assert report.worth(results, 'no-slow-start', 'paper-ablation',
+                        'paper-schedule', 128) == {0: pytest.approx(0.03)}
+    text = '\n'.join(report.paper_rq2_text(regime.FULL, results))
+    assert '4 of 6 runs finished.' in text
+    assert '| slow-start lr (`no-slow-start`) | 87.00 | +3.00 | ' \
+        '+8.00 (2 seeds, std 2.83) |' in text
+    assert '| all three: plain linear scaling (`sgd`) | diverged | ' \
+        'diverged | - |' in text
+    assert '(`no-fp16-allreduce`) | 90.50 | +0.50 | +1.00 |' in text
+    assert '| RMSprop warm-up (`no-rmsprop-warmup`) | - | - | - |' in text
+    assert '`akiba2017` 2 seeds: 90.00, 92.00, range 2.00 points; ' \
+        '`reference` 2 seeds: 89.00, 89.50, range 0.50 points.' in text
