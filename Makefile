@@ -15,7 +15,7 @@ NUMPY ?= numpy>=2
 # skips): onnx's ml_dtypes wants NumPy 2 in its current releases.
 EXTRAS ?= fast-decode,mpi,onnx,tensorboard,test
 
-.PHONY: setup demo test test-fast test-numpy1 clean
+.PHONY: setup demo test test-fast test-numpy1 test-chainer-functions clean
 
 setup: $(VENV)/.installed
 
@@ -54,9 +54,22 @@ test-fast: setup
 DRIVER_TESTS := tests/integration/test_slurm.py \
 	tests/integration/test_local_cluster.py \
 	tests/integration/test_paper_regime_quick_study.py
+NUMPY1 := VENV=.venv-numpy1 NUMPY='numpy<2' EXTRAS=fast-decode,mpi,tensorboard,test
 test-numpy1:
-	$(MAKE) test VENV=.venv-numpy1 NUMPY='numpy<2' EXTRAS=fast-decode,mpi,tensorboard,test \
-		PYTEST_ARGS='$(addprefix --ignore=,$(DRIVER_TESTS))'
+	$(MAKE) test $(NUMPY1) PYTEST_ARGS='$(addprefix --ignore=,$(DRIVER_TESTS))'
+
+# Chainer 7.8.1's own tests of the functions the CPU engine replaces
+# (convolution, batch normalization, ReLU, max pooling), run against the
+# engine on both NumPy lines, along its default paths, with every float32
+# convolution by oneDNN, and with channels-last inputs. The tests are
+# fetched into result/ from CHAINER_SOURCE (a clone of chainer/chainer) or
+# GitHub's tag archive (tests/chainer_functions/run.py).
+ENGINE_PATHS := default onednn channels-last
+test-chainer-functions: setup
+	$(MAKE) setup $(NUMPY1)
+	set -e; for py in $(PY) .venv-numpy1/bin/python; do \
+	  for paths in $(ENGINE_PATHS); do \
+	    $$py tests/chainer_functions/run.py --engine-paths $$paths; done; done
 
 clean:
 	rm -rf $(VENV) .venv-numpy1 .venv-gpu-offline .venv-gpu14-offline result

@@ -68,7 +68,7 @@ def _path(x, W, stride, pad, out_h, out_w, last):
     does as one GEMM of a slice (measured per layer in
     docs/cpu_performance.md).
     """
-    if not _onednn_on(x.dtype):
+    if not _onednn_on(x.dtype) or W.size == 0:  # oneDNN takes no empty W
         return 'columns'
     one_by_one = W.shape[2:] == (1, 1) and pad == (0, 0)
     if last:
@@ -94,8 +94,13 @@ def _image_chunks(n, rows, pixels, itemsize, im2col_needed):
     """``(n0, n1)`` ranges of images whose im2col columns fit a chunk."""
     if not im2col_needed:
         return [(0, n)]
-    step = max(1, CHUNK_BYTES // (rows * pixels * itemsize))
+    step = max(1, CHUNK_BYTES // max(1, rows * pixels * itemsize))
     return [(i, min(n, i + step)) for i in range(0, n, step)]
+
+
+def _matrix(a):
+    """``a`` as a (len(a), rest) matrix, also where an axis is empty."""
+    return a.reshape(a.shape[0], int(numpy.prod(a.shape[1:])))
 
 
 def _needs_im2col(kh, kw, ph, pw):
@@ -215,11 +220,11 @@ class Convolution2DFunction(function_node.FunctionNode):
                 (self.ph, self.pw), self.kept, self.channels_last)
         elif self.path == 'rows':
             y = channels_last.nchw(
-                _rows_convolve(self._rows(x), W.reshape(out_c, -1)),
+                _rows_convolve(self._rows(x), _matrix(W)),
                 (n, out_c, out_h, out_w))
         else:
             y = nchw(_convolve(
-                W.reshape(out_c, -1), x.transpose(1, 0, 2, 3), kh, kw,
+                _matrix(W), x.transpose(1, 0, 2, 3), kh, kw,
                 self.sy, self.sx, self.ph, self.pw, out_h,
                 out_w).reshape(out_c, n, out_h, out_w))
         if len(inputs) == 3:
@@ -275,7 +280,7 @@ class Convolution2DGrad(function_node.FunctionNode):
         out_c, in_c, kh, kw = W.shape
         n, _, h, w = f.x_shape
         gyc = channel_major(gy)
-        gy2 = gyc.reshape(out_c, -1)
+        gy2 = _matrix(gyc)
         grads = []
         for i in self.indexes:
             if i == 0:
@@ -340,12 +345,12 @@ class Convolution2DGrad(function_node.FunctionNode):
         n, _, h, w = f.x_shape
         _, _, out_h, out_w = gyc.shape
         if kh == kw == 1 and f.ph == f.pw == 0:
-            gx = _matmul(W.reshape(out_c, in_c).T, gyc.reshape(out_c, -1))
+            gx = _matmul(W.reshape(out_c, in_c).T, _matrix(gyc))
             if f.sy == f.sx == 1:
                 return gx
             full = numpy.zeros((in_c, n, h, w), gx.dtype)
             full[:, :, ::f.sy, ::f.sx] = gx.reshape(in_c, n, out_h, out_w)
-            return full.reshape(in_c, -1)
+            return _matrix(full)
         if f.sy != 1 or f.sx != 1:
             dilated = numpy.zeros(
                 (out_c, n, h + 2 * f.ph - kh + 1, w + 2 * f.pw - kw + 1),
@@ -353,7 +358,7 @@ class Convolution2DGrad(function_node.FunctionNode):
             dilated[:, :, :(out_h - 1) * f.sy + 1:f.sy,
                     :(out_w - 1) * f.sx + 1:f.sx] = gyc
             gyc = dilated
-        flipped = W[:, :, ::-1, ::-1].transpose(1, 0, 2, 3).reshape(in_c, -1)
+        flipped = _matrix(W[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
         return _convolve(numpy.ascontiguousarray(flipped), gyc, kh, kw, 1, 1,
                          kh - 1 - f.ph, kw - 1 - f.pw, h, w)
 
@@ -382,10 +387,10 @@ class Convolution2DGrad(function_node.FunctionNode):
         if 2 in indexes:
             terms = []
             if ggx is not None:
-                terms.append(chainer.functions.convolution_2d(
+                terms.append(chainer_conv.convolution_2d(
                     ggx, W, stride=stride, pad=pad))
             if ggW is not None:
-                terms.append(chainer.functions.convolution_2d(
+                terms.append(chainer_conv.convolution_2d(
                     x, ggW, stride=stride, pad=pad))
             if ggb is not None:
                 terms.append(chainer.functions.broadcast_to(
@@ -412,7 +417,7 @@ def convolution_2d(x, W, b=None, stride=1, pad=0, cover_all=False, **kwargs):
     if (not plain or not fast_paths_enabled()
             or any(type(a) is not numpy.ndarray for a in arrays)
             or len({a.dtype for a in arrays}) != 1):
-        return chainer.functions.convolution_2d(
+        return chainer_conv.convolution_2d(
             x, W, b, stride, pad, cover_all=cover_all, **kwargs)
     inputs = (x, W) if b is None else (x, W, b)
     return Convolution2DFunction(stride, pad).apply(inputs)[0]

@@ -18,8 +18,9 @@ at the winners, is Chainer's.
 """
 import numpy
 
+import chainer
 from chainer import function_node
-import chainer.functions
+from chainer.functions.pooling import max_pooling_nd
 from chainer.functions.pooling.max_pooling_nd import MaxPoolingND
 from chainer.functions.pooling.max_pooling_nd import MaxPoolingNDWithIndexes
 from chainer.utils import conv
@@ -203,6 +204,6 @@ def max_pooling_2d(x, ksize, stride=None, pad=0, cover_all=True,
     array = x.array if isinstance(x, chainer.Variable) else x
     if (return_indices or type(array) is not numpy.ndarray
             or not fast_paths_enabled()):
-        return chainer.functions.max_pooling_2d(
+        return max_pooling_nd.max_pooling_2d(
             x, ksize, stride, pad, cover_all, return_indices)
     return MaxPooling2D(ksize, stride, pad, cover_all).apply((x,))[0]

@@ -16,7 +16,7 @@ rounded once.
 import numpy
 
 from chainer import function_node
-import chainer.functions
+from chainer.functions.activation import relu as chainer_relu
 from chainer.functions.activation.relu import ReLUGrad2
 from chainer.utils import type_check
 
@@ -130,12 +130,12 @@ class ReLUGrad(function_node.FunctionNode):
 def relu(x):
     """Drop-in ``chainer.functions.relu`` with a multi-threaded NumPy path."""
     if not numpy_inputs(x):
-        return chainer.functions.relu(x)
+        return chainer_relu.relu(x)
     return ReLU().apply((x,))[0]
 
 
 def add_relu(x, shortcut):
     """``relu(x + shortcut)`` in one pass: the residual block's output."""
     if not numpy_inputs(x, shortcut):
-        return chainer.functions.relu(x + shortcut)
+        return chainer_relu.relu(x + shortcut)
     return ReLU().apply((x, shortcut))[0]

@@ -227,3 +227,42 @@ def test_gradient_check_double_backward(case, bias):
         arrays, rng.standard_normal(y.shape),
         [rng.standard_normal(a.shape) for a in arrays],
         dtype=numpy.float64, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize('x_shape,W_shape', [
+    ((2, 0, 6, 6), (4, 0, 3, 3)),   # no input channels
+    ((2, 3, 6, 6), (0, 3, 3, 3)),   # no output channels
+    ((2, 0, 6, 6), (4, 0, 1, 1)),
+    ((0, 3, 6, 6), (4, 3, 1, 1)),   # no images
+])
+@pytest.mark.parametrize('min_pixels', [None, 0])
+def test_empty_operands_match_chainer(x_shape, W_shape, min_pixels,
+                                      monkeypatch):
+    if min_pixels is not None:  # every layer to oneDNN, where loaded
+        for name in ('ONEDNN_MIN_PIXELS', 'ONEDNN_MIN_PIXELS_1X1',
+                     'ROWS_MAX_PIXELS'):
+            monkeypatch.setattr(convolution_module, name, min_pixels)
+    rng = numpy.random.RandomState(0)
+    x = rng.randn(*x_shape).astype(numpy.float32)
+    W = rng.randn(*W_shape).astype(numpy.float32)
+    b = numpy.ones(W_shape[0], numpy.float32)
+    results = []
+    for f in (cpu_engine.convolution_2d, F.convolution_2d):
+        vx, vW = chainer.Variable(x), chainer.Variable(W)
+        y = f(vx, vW, b, pad=W_shape[2] // 2)
+        y.grad = numpy.ones_like(y.array)
+        y.backward()
+        results.append((y.array, vx.grad, vW.grad))
+    for got, want in zip(*results):
+        assert got.shape == want.shape
+        numpy.testing.assert_allclose(got, want, **TOL32)
+
+
+def test_delegates_to_chainers_own_function(monkeypatch):
+    # A drop-in: with chainer.functions.convolution_2d replaced by the
+    # engine's, what the engine passes on still reaches Chainer's own.
+    monkeypatch.setattr(F, 'convolution_2d', cpu_engine.convolution_2d)
+    x = numpy.ones((1, 4, 5, 5), numpy.float32)
+    W = numpy.ones((2, 2, 3, 3), numpy.float32)
+    y = F.convolution_2d(x, W, groups=2, cover_all=True)
+    assert y.shape == (1, 2, 3, 3) and (y.array == 18).all()

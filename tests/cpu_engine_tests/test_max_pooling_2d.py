@@ -91,3 +91,15 @@ def test_gradient_check_double_backward(k, stride, pad, cover_all):
         lambda a: cpu_engine.max_pooling_2d(a, k, stride, pad, cover_all),
         x, rng.standard_normal(y.shape), rng.standard_normal(x.shape),
         dtype=numpy.float64, eps=1e-3, atol=1e-6, rtol=1e-5)
+
+
+def test_delegates_to_chainers_own_function(monkeypatch):
+    # A drop-in: with chainer.functions.max_pooling_2d replaced by the
+    # engine's, what the engine passes on (return_indices) still reaches
+    # Chainer's own.
+    monkeypatch.setattr(F, 'max_pooling_2d', cpu_engine.max_pooling_2d)
+    x = numpy.arange(16, dtype=numpy.float32).reshape(1, 1, 4, 4)
+    y, indices = F.max_pooling_2d(x, 2, cover_all=False,
+                                  return_indices=True)
+    numpy.testing.assert_array_equal(y.array, [[[[5, 7], [13, 15]]]])
+    assert indices.shape == (1, 1, 2, 2)

@@ -1,4 +1,5 @@
 """cpu_engine.relu and add_relu against chainer.functions.relu."""
+import chainer
 import chainer.functions as F
 from chainer import gradient_check
 import numpy
@@ -60,3 +61,17 @@ def test_gradient_check_double_backward():
     gradient_check.check_double_backward(
         cpu_engine.add_relu, (x - shortcut, shortcut), gy, (ggx, ggs),
         dtype=numpy.float64)
+
+
+def test_delegates_to_chainers_own_function(monkeypatch):
+    # A drop-in: with chainer.functions.relu replaced by the engine's, what
+    # the engine passes on (everything, with its fast paths off) still
+    # reaches Chainer's own.
+    monkeypatch.setattr(F, 'relu', cpu_engine.relu)
+    x = numpy.array([-1., 2.], numpy.float32)
+    with chainer.using_config('cpu_fast_paths', False):
+        y = F.relu(x)
+        z = cpu_engine.add_relu(x, x)
+    assert y.creator.__module__.startswith('chainer.')
+    numpy.testing.assert_array_equal(y.array, [0, 2])
+    numpy.testing.assert_array_equal(z.array, [0, 4])
