@@ -21,6 +21,7 @@ DESCRIPTION = 'Data-parallel ResNet-50 training on ImageNet with Chainer ' \
 
 
 def build_parser():
+    """The trainer's parser: its flags in the groups ``--help`` shows."""
     parser = argparse.ArgumentParser(description=DESCRIPTION)
 
     def group(title):
