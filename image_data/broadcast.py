@@ -10,7 +10,6 @@ import functools
 import os
 import time
 
-from image_data import in_memory
 from image_data.image_index import ImageIndex
 from image_data.image_list import read_datasets
 from errors import InputError
@@ -64,6 +63,9 @@ def load_datasets(comm, train, val, root='.', n_class=None, side=None):
     copy, one file read), else :func:`load_index` of list files or class
     folders."""
     if train.endswith('.npz'):
+        # imported here: the package does not load the module that
+        # ``python -m image_data.in_memory`` runs as __main__
+        from image_data import in_memory
         return in_memory.read_datasets(train, val, side, n_class)
     return load_index(comm, train, val, root, n_class)
 
