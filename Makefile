@@ -59,8 +59,9 @@ test-numpy1:
 	$(MAKE) test $(NUMPY1) PYTEST_ARGS='$(addprefix --ignore=,$(DRIVER_TESTS))'
 
 # Chainer 7.8.1's own tests of the functions the CPU engine replaces
-# (convolution, batch normalization, ReLU, max pooling), run against the
-# engine on both NumPy lines, along its default paths, with every float32
+# (convolution, batch normalization, ReLU, max pooling) and of its links
+# (Convolution2D, BatchNormalization), run against the engine on both
+# NumPy lines, along its default paths, with every float32
 # convolution by oneDNN, and with channels-last inputs. The tests are
 # fetched into result/ from CHAINER_SOURCE (a clone of chainer/chainer) or
 # GitHub's tag archive (tests/chainer_functions/run.py).

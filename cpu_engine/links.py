@@ -31,11 +31,13 @@ class BatchNormalization(L.BatchNormalization):
 
     Test mode, fine-tuning and recomputation keep Chainer's code. Called
     with ``relu=True`` it returns ``relu`` of its output, in the same
-    passes over memory for training-mode batches.
+    passes over memory for training-mode batches; ``relu`` is keyword-only,
+    as Chainer's link takes nothing but ``x`` by position.
     """
 
-    def forward(self, x, relu=False, **kwargs):
-        if (kwargs or not chainer.config.train
+    def forward(self, x, *, relu=False, **kwargs):
+        if (set(kwargs) - {'finetune'} or kwargs.get('finetune')
+                or not chainer.config.train
                 or chainer.config.in_recomputing or self.avg_mean is None
                 or self.gamma is None or self.beta is None):
             y = super(BatchNormalization, self).forward(x, **kwargs)

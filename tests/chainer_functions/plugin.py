@@ -1,13 +1,16 @@
-"""pytest plugin: Chainer's function tests call the CPU engine's functions.
+"""pytest plugin: Chainer's function and link tests call the CPU engine's.
 
 For the session ``chainer.functions.<name>`` is the engine's function of
-that name (:data:`ENGINE`); Chainer's tests call them through
-``chainer.functions``. A test's ``forward_expected`` runs with Chainer's
-own (its convolution test computes the expected output with
-``F.convolution_2d``). Cases that cannot reach the engine are deselected
-with their reason (:data:`DESELECT`), and the summary says, per function,
-how many tests ran the engine's own nodes and how many went through its
-delegation to Chainer (options and dtypes it does not take).
+that name (:data:`ENGINE`), and ``chainer.links.Convolution2D`` and
+``BatchNormalization`` are the engine's links (:data:`LINKS`); Chainer's
+tests call them through ``chainer.functions`` and ``chainer.links``. A
+test's ``forward_expected`` runs with Chainer's own (its convolution tests
+compute the expected output with ``F.convolution_2d`` or the link itself),
+and so does whatever Chainer's link code calls where the engine's link
+hands a call to it. Cases that cannot reach the engine are deselected with
+their reason (:data:`DESELECT`), and the summary says, per function and
+link, how many tests ran the engine's own nodes and how many went through
+its delegation to Chainer (options and dtypes it does not take).
 
 Chainer's arrays are small, so by default the engine convolves them with
 its NumPy GEMMs. ``--engine-paths onednn`` sends every float32 convolution
@@ -22,6 +25,7 @@ import importlib
 
 import chainer
 import chainer.functions
+import chainer.links
 import numpy
 import pytest
 
@@ -33,6 +37,8 @@ convolution_module = importlib.import_module('cpu_engine.convolution_2d')
 NAMES = ('convolution_2d', 'batch_normalization', 'relu', 'max_pooling_2d')
 ENGINE = {name: getattr(cpu_engine, name) for name in NAMES}
 CHAINER = {name: getattr(chainer.functions, name) for name in NAMES}
+LINK_NAMES = ('Convolution2D', 'BatchNormalization')
+CHAINER_LINKS = {name: getattr(chainer.links, name) for name in LINK_NAMES}
 
 #: ``(pytest mark or test class name, reason)``, the first match applies.
 DESELECT = (
@@ -86,6 +92,38 @@ def _patched(name):
     return call
 
 
+def _link_forward(name):
+    """The ``forward`` of :data:`LINKS`' ``name``: the engine's link's,
+    or Chainer's inside :func:`chainers_own`."""
+    engine = getattr(cpu_engine, name)
+
+    def forward(self, x, *args, **kwargs):
+        if _state['own']:
+            return CHAINER_LINKS[name].forward(self, x, *args, **kwargs)
+        if _state['paths'] == 'channels-last':
+            x = _channels_last(x)
+        with chainers_own():  # where the engine's link delegates
+            y = engine.forward(self, x, *args, **kwargs)
+        kind = 'engine' if _engine_node(y) else 'delegated'
+        _reached[name].add((_state['test'], kind))
+        return y
+    return forward
+
+
+class Convolution2D(cpu_engine.Convolution2D):
+    forward = _link_forward('Convolution2D')
+
+
+class BatchNormalization(cpu_engine.BatchNormalization):
+    forward = _link_forward('BatchNormalization')
+
+
+#: What ``chainer.links`` holds for the session (module-level classes, so
+#: that Chainer's pickling tests find them).
+LINKS = {'Convolution2D': Convolution2D,
+         'BatchNormalization': BatchNormalization}
+
+
 class _ChannelsLastCopy(chainer.FunctionNode):
     """The identity, whose output is stored as (N, H, W, C)."""
 
@@ -104,6 +142,8 @@ def _nhwc(x):
 def _channels_last(a):
     """A 4-D float NumPy array (or variable) as a channels-last copy, in
     the same graph; anything else as it is."""
+    if isinstance(a, chainer.Variable) and a.layout is not None:
+        return a  # Chainer's own memory layouts
     array = a.array if isinstance(a, chainer.Variable) else a
     if (type(array) is not numpy.ndarray or array.ndim != 4
             or array.dtype.kind != 'f'):
@@ -139,11 +179,15 @@ def pytest_configure(config):
         config.addinivalue_line('markers', '{}: Chainer\'s'.format(mark))
     for name in NAMES:
         setattr(chainer.functions, name, _patched(name))
+    for name in LINK_NAMES:
+        setattr(chainer.links, name, LINKS[name])
 
 
 def pytest_unconfigure(config):
     for name in NAMES:
         setattr(chainer.functions, name, CHAINER[name])
+    for name in LINK_NAMES:
+        setattr(chainer.links, name, CHAINER_LINKS[name])
 
 
 def _reason(item):
@@ -183,7 +227,7 @@ def pytest_terminal_summary(terminalreporter):
     write = terminalreporter.write_line
     terminalreporter.section('CPU engine, {} paths, NumPy {}'.format(
         _state['paths'], numpy.__version__))
-    for name in NAMES:
+    for name in NAMES + LINK_NAMES:
         kinds = collections.Counter(kind for _, kind in _reached[name])
         write('{}: {} tests ran the engine\'s nodes, {} its delegation to '
               'Chainer'.format(name, kinds['engine'], kinds['delegated']))

@@ -1,13 +1,14 @@
-"""Chainer 7.8.1's own tests of the functions the CPU engine replaces, run
-against the engine: ``python tests/chainer_functions/run.py [pytest args]``.
+"""Chainer 7.8.1's own tests of the functions and links the CPU engine
+replaces, run against the engine:
+``python tests/chainer_functions/run.py [pytest args]``.
 
 Chainer's sdist on PyPI carries no tests, so they come from its v7.8.1
 source tree: ``CHAINER_SOURCE`` (a git clone or mirror of chainer/chainer,
 a checkout of the tag, or its tag archive), else the tag archive from
 GitHub. Only :data:`FILES` (and the packages around them) are unpacked into
 ``result/chainer-7.8.1/``, each checked against the tag's git blob, and
-pytest runs them with :mod:`plugin`, which hands Chainer's functions to the
-engine.
+pytest runs them with :mod:`plugin`, which hands Chainer's functions and
+links to the engine.
 """
 import hashlib
 import io
@@ -27,6 +28,7 @@ TAG = 'v7.8.1'
 ARCHIVE = 'https://github.com/chainer/chainer/archive/refs/tags/{}.tar.gz'
 DEST = os.path.join(REPO, 'result', 'chainer-7.8.1')
 FUNCTIONS = 'tests/chainer_tests/functions_tests/'
+LINKS = 'tests/chainer_tests/links_tests/'
 
 #: The test files run, and their git blobs at the tag.
 FILES = {
@@ -38,6 +40,10 @@ FILES = {
         '0be62995cf3ac88b3cbafa2635110f120642f419',
     FUNCTIONS + 'pooling_tests/test_max_pooling_2d.py':
         '392c2e2b4975727267ec8a5650651f1e7f49ba5c',
+    LINKS + 'connection_tests/test_convolution_2d.py':
+        '5bce11bc3a18f7a970b011204b31f97f07c819ed',
+    LINKS + 'normalization_tests/test_batch_normalization.py':
+        'b4bf70ae5ec5320ba58409c9a01267828e3102db',
 }
 #: What the test files import beside Chainer.
 HELPERS = {
@@ -107,10 +113,15 @@ def _members(source):
 
 
 def unpack():
-    """The folder holding Chainer's ``tests/``, unpacked once."""
+    """The folder holding Chainer's ``tests/``, unpacked once for the
+    files wanted (``.complete`` lists their blobs)."""
     done = os.path.join(DEST, '.complete')
+    blobs = ''.join(sorted(
+        blob + '\n' for blob in {**FILES, **HELPERS}.values()))
     if os.path.exists(done):
-        return DEST
+        with open(done) as f:
+            if f.read() == blobs:
+                return DEST
     source = os.environ.get('CHAINER_SOURCE')
     found = set()
     for path, data in _members(source):
@@ -127,7 +138,8 @@ def unpack():
     if missing:
         sys.exit('{} lacks {}'.format(source or ARCHIVE.format(TAG),
                                       ', '.join(missing)))
-    open(done, 'w').close()
+    with open(done, 'w') as f:
+        f.write(blobs)
     return DEST
 
 

@@ -2,6 +2,7 @@
 import chainer
 import chainer.links as L
 import numpy
+import pytest
 
 import cpu_engine
 from cpu_engine.batch_normalization import BatchNormalizationReLU
@@ -58,3 +59,25 @@ def test_normalization_links_take_relu():
     with chainer.using_config('train', True):
         fused = cpu_engine.BatchNormalization(3)(x, relu=True)
     assert isinstance(fused.creator, BatchNormalizationReLU)
+
+
+def test_batch_normalization_link_takes_chainers_arguments():
+    """``finetune=False`` is training mode (the engine's node, as Chainer's
+    own link tests call it); ``finetune=True`` and unknown or removed
+    arguments go to Chainer's link; nothing but ``x`` goes by position."""
+    rng = numpy.random.RandomState(11)
+    x = rng.standard_normal((4, 3, 5, 5)).astype(numpy.float32)
+    ours, theirs = cpu_engine.BatchNormalization(3), L.BatchNormalization(3)
+    y = ours(x, finetune=False)
+    assert type(y.creator._impl).__module__ == 'cpu_engine.batch_normalization'
+    numpy.testing.assert_allclose(y.array, theirs(x, finetune=False).array,
+                                  **TOL32)
+    numpy.testing.assert_allclose(ours.avg_var, theirs.avg_var, **TOL32)
+    ours(x, finetune=True)
+    assert ours.N == 1
+    with pytest.raises(TypeError):
+        ours(x, True)
+    with pytest.raises(TypeError):
+        ours(x, unknown_argument=1)
+    with pytest.raises(ValueError):
+        ours(x, test=True)
