@@ -66,12 +66,12 @@ def read_inputs(args, recipe, comm):
                   'total of {}'.format(args.accumulate, path))
     train, val, n_class = image_data.load_datasets(
         comm, args.train, args.val, args.root, args.n_class, args.resize)
-    if args.batchsize * args.accumulate * comm.size > len(train):
+    total = args.batchsize * args.accumulate * comm.size
+    if total > len(train):
         raise errors.InputError(
             'total minibatch {} (--batchsize x --accumulate x {} workers) is '
             'larger than the training set ({} images)'.format(
-                args.batchsize * args.accumulate * comm.size, comm.size,
-                len(train)))
+                total, comm.size, len(train)))
     config = snapshots.RunConfiguration(
         arch=args.arch, width=args.width, n_class=n_class,
         bn_stats=args.bn_stats, workers=comm.size, batchsize=args.batchsize,
