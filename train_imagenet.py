@@ -50,12 +50,13 @@ class Inputs:
     config: snapshots.RunConfiguration
     resume: str
     mean: numpy.ndarray
+    total_batchsize: int
 
 
 def read_inputs(args, recipe, comm):
     """The datasets (read on rank 0), the class count, the run's
-    configuration, the snapshot to resume from and the mean; rank 0 claims
-    ``--out``."""
+    configuration, the snapshot to resume from, the mean and the total
+    minibatch; rank 0 claims ``--out``."""
     if args.accumulate == 'auto':
         with job.naming('--accumulate auto:'):
             path = snapshots.resume_path(args.resume, args.out)
@@ -66,12 +67,12 @@ def read_inputs(args, recipe, comm):
                   'total of {}'.format(args.accumulate, path))
     train, val, n_class = image_data.load_datasets(
         comm, args.train, args.val, args.root, args.n_class, args.resize)
-    total = args.batchsize * args.accumulate * comm.size
-    if total > len(train):
+    total_batchsize = args.batchsize * args.accumulate * comm.size
+    if total_batchsize > len(train):
         raise errors.InputError(
             'total minibatch {} (--batchsize x --accumulate x {} workers) is '
             'larger than the training set ({} images)'.format(
-                total, comm.size, len(train)))
+                total_batchsize, comm.size, len(train)))
     config = snapshots.RunConfiguration(
         arch=args.arch, width=args.width, n_class=n_class,
         bn_stats=args.bn_stats, workers=comm.size, batchsize=args.batchsize,
@@ -87,7 +88,7 @@ def read_inputs(args, recipe, comm):
         resume = snapshots.find_resume(args.resume, args.out, config)
     with job.naming('--mean'):
         mean = image_data.load_mean(args.mean, args.resize)
-    return Inputs(train, val, n_class, config, resume, mean)
+    return Inputs(train, val, n_class, config, resume, mean, total_batchsize)
 
 
 def train(args, recipe):
@@ -113,7 +114,7 @@ def train(args, recipe):
     # Read and check the datasets, the mean and the snapshot
     inputs = job.agree(comm, read_inputs, args, recipe, comm)
     train_set, n_class, mean = inputs.train, inputs.n_class, inputs.mean
-    total_batchsize = args.batchsize * args.accumulate * comm.size
+    total_batchsize = inputs.total_batchsize
     nodes = job.node_ranks(comm.mpi_comm)
     if comm.rank == 0:
         print(nodes)
