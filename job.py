@@ -17,6 +17,11 @@ How a failure on one worker or on all of them ends the MPI job:
 - A stop signal (SIGTERM or SIGUSR1, :mod:`extensions.signal_stop`): every
   worker stops after the same update, rank 0 saves its snapshot and prints
   one line, and every worker exits 4.
+- Out of memory (NumPy's MemoryError, CuPy's ``OutOfMemoryError``, which is
+  one): each worker that ran out prints one line naming its rank, the
+  allocation that failed and the caller's advice, and aborts the job with
+  status 1. (The Linux OOM killer ends a process without a word: on CPUs
+  only an allocation the kernel refuses at once gets here.)
 - Anything else: the traceback, then an abort with status 1, so that no
   worker is left blocked in a collective.
 - A node lost (power, network): its workers vanish without a word, and the
@@ -160,9 +165,10 @@ def _error(message):
 
 
 @contextlib.contextmanager
-def ending_the_job(out):
+def ending_the_job(out, out_of_memory_advice=None):
     """Turns the failures above into their one line and exit status;
-    ``out`` is the output directory that a divergence leaves untouched."""
+    ``out`` is the output directory that a divergence leaves untouched,
+    ``out_of_memory_advice`` what the out-of-memory line ends with."""
     try:
         yield
     except JobInputError as e:
@@ -182,6 +188,12 @@ def ending_the_job(out):
             print('{}: {}'.format(os.path.basename(sys.argv[0]), e),
                   file=sys.stderr, flush=True)
         sys.exit(STOPPED_STATUS)
+    except MemoryError as e:
+        what = str(e).rstrip('.') or 'out of memory'
+        if _world().size > 1:
+            what = 'worker {}: {}'.format(_world().rank, what)
+        _error('; '.join(filter(None, (what, out_of_memory_advice))))
+        _abort(1)
     except Exception:
         traceback.print_exc()
         sys.stderr.flush()

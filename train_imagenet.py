@@ -32,9 +32,15 @@ import train_arguments
 import updaters
 
 
+#: What the line of a worker that ran out of memory ends with.
+OUT_OF_MEMORY_ADVICE = (
+    'halve --batchsize and double --accumulate: the total minibatch stays '
+    'the same (validation has its own, --val-batchsize)')
+
+
 def main(argv=None):
     args = train_arguments.parse(argv)
-    with job.ending_the_job(args.out):
+    with job.ending_the_job(args.out, OUT_OF_MEMORY_ADVICE):
         with job.naming():
             train_arguments.check(args)
             recipe = train_arguments.recipe_of(args, args.epoch)

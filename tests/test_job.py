@@ -153,6 +153,36 @@ def test_anything_else_prints_the_traceback_and_aborts_with_1(world, capsys):
     assert err.rstrip().endswith('ZeroDivisionError: a bug')
 
 
+class OutOfMemoryError(MemoryError):
+    """As CuPy's: a MemoryError with the allocation that failed."""
+
+
+@pytest.mark.parametrize('error, said', [
+    (OutOfMemoryError('Out of memory allocating 1,073,741,824 bytes '
+                      '(allocated so far: 79,456,894,976 bytes).'),
+     'Out of memory allocating 1,073,741,824 bytes (allocated so far: '
+     '79,456,894,976 bytes)'),
+    (MemoryError(), 'out of memory'),
+])
+def test_out_of_memory_on_one_worker_says_so_and_aborts_with_1(
+        world, capsys, error, said):
+    world.rank = 2
+    with pytest.raises(Aborted):
+        with job.ending_the_job('out', out_of_memory_advice='use less'):
+            raise error
+    assert world.aborted == 1 and world.released == 1
+    assert stderr_lines(capsys) == [
+        'train_imagenet.py: error: worker 2: {}; use less'.format(said)]
+
+
+def test_out_of_memory_of_a_job_of_one_process_exits_1(world, capsys):
+    world.size = 1
+    assert end(MemoryError('Unable to allocate 392. MiB')) == 1
+    assert world.aborted is None
+    assert stderr_lines(capsys) == [
+        'train_imagenet.py: error: Unable to allocate 392. MiB']
+
+
 def test_a_run_that_ends_well_is_left_alone(world, capsys):
     with job.ending_the_job('out'):
         pass

@@ -1,0 +1,41 @@
+"""train_imagenet.py with one rank's memory capped: a real out-of-memory.
+
+Once the communicator is up, rank RANK's address space is limited to its
+size then plus HEADROOM bytes (``RLIMIT_AS``), so that its first large
+allocation fails with NumPy's MemoryError, as CuPy's OutOfMemoryError would
+on a GPU, while the other ranks go on into the collectives.
+Usage: train_out_of_memory.py RANK HEADROOM [train_imagenet arguments...]
+"""
+import os
+import resource
+import runpy
+import sys
+
+import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+
+import job
+
+SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), 'train_imagenet.py')
+rank, headroom = int(sys.argv[1]), int(sys.argv[2])
+create_communicator = job.create_communicator
+
+
+def address_space():
+    with open('/proc/self/status') as f:
+        for line in f:
+            if line.startswith('VmSize:'):
+                return int(line.split()[1]) * 1024
+
+
+def capped_communicator(*args, **kwargs):
+    comm = create_communicator(*args, **kwargs)
+    if comm.rank == rank:
+        resource.setrlimit(resource.RLIMIT_AS, (
+            address_space() + headroom, resource.RLIM_INFINITY))
+    return comm
+
+
+job.create_communicator = capped_communicator
+sys.argv = [SCRIPT] + sys.argv[3:]
+runpy.run_path(SCRIPT, run_name='__main__')
