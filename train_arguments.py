@@ -182,6 +182,7 @@ def check(args):
         ('n_class', args.n_class is None or args.n_class > 0, 'positive'),
         ('snapshot_iterations', args.snapshot_iterations >= 0,
          'non-negative (0: off)'),
+        ('stall_timeout', args.stall_timeout >= 0, 'non-negative (0: never)'),
         ('crop_size', args.crop_size >= 32, 'at least 32'),
         ('crop_size', args.crop_size <= args.resize,
          'at most --resize ({})'.format(args.resize)),

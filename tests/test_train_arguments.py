@@ -60,6 +60,7 @@ def test_one_data_set_or_demo_with_data_sets_is_a_usage_error(argv, capsys):
     (['--accumulate', '0'], 'accumulate', 'positive or auto'),
     (['--device', '@cupy'], 'device', '@cupy:N, @numpy or -1 (CPU)'),
     (['--seed', '-1'], 'seed', 'in [0, 2**32)'),
+    (['--stall-timeout', '-3'], 'stall_timeout', 'non-negative (0: never)'),
 ])
 def test_check_names_the_first_bad_value(argv, name, expected):
     args = train_arguments.parse(argv)

@@ -126,6 +126,8 @@ def test_every_worker_stops_on_bad_input_and_reports_once(mpirun, images):
     (['--val-interval', '-1'], '--val-interval must be positive, got -1'),
     (['--snapshot-iterations', '-1'],
      '--snapshot-iterations must be non-negative (0: off), got -1'),
+    (['--stall-timeout', '-3'],
+     '--stall-timeout must be non-negative (0: never), got -3.0'),
     (['--device', 'foo'], '--device must be @cupy:N, @numpy or -1 (CPU), '
      'got foo'),
     (['--lr', 'inf'], '--lr must be finite, got inf'),
@@ -153,7 +155,7 @@ def test_a_mean_file_that_is_no_array_is_named(tmp_path):
     mean.write_text('')
     out = tmp_path / 'out'
     assert train('--demo', '--out', str(out), '--mean', str(mean)).endswith(
-        '--mean {}: not a .npy array (No data left in file)'.format(mean))
+        '--mean {}: not a .npy array (empty)'.format(mean))
     assert os.listdir(str(out)) == ['.lock']  # free for the next job
 
 
