@@ -82,6 +82,9 @@ def load(path, side):
     hold ``side`` px images (the resized side of the crop size)."""
     if not os.path.isfile(path):
         raise InputError('dataset {}: no such file'.format(path))
+    if not zipfile.is_zipfile(path):
+        raise InputError('dataset {}: not an .npz (no zip archive), as python '
+                         '-m image_data.in_memory writes'.format(path))
     try:
         with numpy.load(path) as npz:
             images, labels = npz['images'], npz['labels']

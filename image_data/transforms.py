@@ -28,6 +28,9 @@ from errors import ParameterError
 #: Per-channel RGB mean of ImageNet's training set, in 0..255.
 IMAGENET_MEAN = numpy.array([123.675, 116.28, 103.53], dtype=numpy.float32)
 
+#: The first bytes of every ``.npy`` file (NumPy's format, any version).
+NPY_MAGIC = b'\x93NUMPY'
+
 
 def resize_for(crop_size):
     """The square side images are resized to before cropping (256 for 224)."""
@@ -46,13 +49,16 @@ def load_mean(path, resize):
         return IMAGENET_MEAN
     if not os.path.isfile(path):
         raise InputError('{}: no such file'.format(path))
+    with open(path, 'rb') as f:
+        magic = f.read(len(NPY_MAGIC))
+    if magic != NPY_MAGIC:
+        raise InputError('{}: not a .npy array ({})'.format(path, (
+            'empty' if not magic else 'an .npz archive'
+            if magic.startswith(b'PK') else 'no .npy header')))
     try:
-        mean = numpy.load(path)
+        mean = numpy.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError) as e:
         raise InputError('{}: not a .npy array ({})'.format(path, e))
-    if not isinstance(mean, numpy.ndarray):  # an .npz archive
-        raise InputError('{}: not a .npy array (a {})'.format(
-            path, type(mean).__name__))
     if mean.dtype.kind not in 'biuf':
         raise InputError('{}: expected numbers, got a {} array'.format(
             path, mean.dtype))

@@ -64,16 +64,23 @@ def test_another_crop_size_is_refused_with_the_side_it_needs(folders,
         in_memory.load(out, 73)
 
 
-@pytest.mark.parametrize('content', [b'not a zip', None])
-def test_a_file_that_is_not_a_packed_set_is_one_line(tmp_path, content):
+@pytest.mark.parametrize('content, expected', [
+    (b'not a zip', 'not an .npz (no zip archive), as python -m '
+     'image_data.in_memory writes'),
+    (None, 'expected uint8 images (N, side, side, 3) and N labels, got uint8 '
+     '(2, 5, 5) and 2 labels'),
+])
+def test_a_file_that_is_not_a_packed_set_is_one_line(tmp_path, content,
+                                                     expected):
     path = tmp_path / 'bad.npz'
     if content is None:
         numpy.savez(str(path), images=numpy.zeros((2, 5, 5), numpy.uint8),
                     labels=numpy.zeros(2))
     else:
         path.write_bytes(content)
-    with pytest.raises(InputError, match='bad.npz'):
+    with pytest.raises(InputError) as e:
         in_memory.load(str(path), 5)
+    assert str(e.value) == 'dataset {}: {}'.format(path, expected)
 
 
 def write(path, labels, class_names):

@@ -60,10 +60,14 @@ def test_mean_file_of_wrong_shape_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize('write, expected', [
-    (lambda path: open(path, 'w').close(),
-     'not a .npy array (No data left in file)'),
+    (lambda path: open(path, 'w').close(), 'not a .npy array (empty)'),
+    (lambda path: open(path, 'w').write('127 127 127\n'),
+     'not a .npy array (no .npy header)'),
     (lambda path: numpy.savez(path, mean=numpy.zeros(3)),
-     'not a .npy array (a NpzFile)'),
+     'not a .npy array (an .npz archive)'),
+    (lambda path: numpy.save(path, numpy.array([1, 'a', None])),
+     'not a .npy array (Object arrays cannot be loaded when '
+     'allow_pickle=False)'),
     (lambda path: numpy.save(path, numpy.array(['1', '2', '3'])),
      'expected numbers, got a <U1 array'),
     (lambda path: numpy.save(path, numpy.array([1, numpy.nan, 3])),
