@@ -131,6 +131,11 @@ def main(argv=None):
     except InputError as e:
         print('eval_imagenet.py: error: {}'.format(e), file=sys.stderr)
         sys.exit(2)
+    except MemoryError as e:  # NumPy's, or CuPy's OutOfMemoryError
+        print('eval_imagenet.py: error: {}; a smaller --batchsize needs '
+              'less'.format(str(e).rstrip('.') or 'out of memory'),
+              file=sys.stderr)
+        sys.exit(1)
     print('validation top-1 {:.2%}, top-5 {:.2%}, loss {:.4g} on {} images '
           'of {}'.format(top1, top5, loss, count, args.val))
 

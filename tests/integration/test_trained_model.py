@@ -94,6 +94,34 @@ def test_a_file_this_code_did_not_write_is_one_line(tmp_path, content,
         'trainer wrote' in proc.stderr and 'Traceback' not in proc.stderr
 
 
+#: eval_imagenet.main with 1 GiB of address space beyond what its imports
+#: took: the (250, 3, 7, 7, 112, 112) float32 columns of the first
+#: convolution at 224 px (1.72 GiB) cannot be allocated.
+CAPPED_EVAL = '''
+import resource, sys
+import eval_imagenet
+with open('/proc/self/status') as f:
+    size = [int(line.split()[1]) * 1024 for line in f
+            if line.startswith('VmSize:')][0]
+resource.setrlimit(resource.RLIMIT_AS,
+                   (size + 2 ** 30, resource.RLIM_INFINITY))
+eval_imagenet.main(sys.argv[1:])
+'''
+
+
+def test_eval_out_of_memory_is_one_line(trained):
+    out, _ = trained
+    proc = subprocess.run(
+        [sys.executable, '-c', CAPPED_EVAL, os.path.join(out, 'model.npz'),
+         VAL, '--crop-size', '224'], cwd=REPO, capture_output=True,
+        text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS='1'))
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert re.fullmatch(r'eval_imagenet\.py: error: Unable to allocate '
+                        r'1\.72 GiB for an array with shape \(250, .+\) '
+                        r'and data type float32; a smaller --batchsize needs '
+                        r'less', proc.stderr.strip()), proc.stderr[-2000:]
+
+
 def test_the_onnx_graph_gives_the_same_classes_and_logits(trained,
                                                           tmp_path):
     onnxruntime = pytest.importorskip('onnxruntime')
