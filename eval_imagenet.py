@@ -53,6 +53,9 @@ def parse_args(argv):
     if args.batchsize < 1:
         parser.error('--batchsize must be positive, got {}'.format(
             args.batchsize))
+    if args.crop_size is not None and args.crop_size < 32:
+        parser.error('--crop-size must be at least 32, got {}'.format(
+            args.crop_size))
     return args
 
 
@@ -63,7 +66,10 @@ def preprocessing(metadata, crop_size=None, mean_path=None):
     resize = (int(metadata['resize']) if 'resize' in metadata and not
               crop_size else image_data.resize_for(crop))
     if mean_path:
-        mean = image_data.load_mean(mean_path, resize)
+        try:
+            mean = image_data.load_mean(mean_path, resize)
+        except InputError as e:
+            raise InputError('--mean {}'.format(e))
     else:
         mean = metadata.get('mean', image_data.load_mean(None, resize))
     return crop, resize, mean

@@ -94,6 +94,22 @@ def test_a_file_this_code_did_not_write_is_one_line(tmp_path, content,
         'trainer wrote' in proc.stderr and 'Traceback' not in proc.stderr
 
 
+def test_eval_names_a_bad_flag_in_one_line(trained, tmp_path):
+    out, _ = trained
+    model = os.path.join(out, 'model.npz')
+    proc = evaluate(model, VAL, '--crop-size', '8')
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == (
+        'eval_imagenet.py: error: --crop-size must be at least 32, got 8')
+    mean = tmp_path / 'mean.npy'
+    mean.write_text('127 127 127')
+    proc = evaluate(model, VAL, '--mean', str(mean))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ('eval_imagenet.py: error: --mean {}: not '
+                                   'a .npy array (no .npy header)'.format(
+                                       mean))
+
+
 #: eval_imagenet.main with 1 GiB of address space beyond what its imports
 #: took: the (250, 3, 7, 7, 112, 112) float32 columns of the first
 #: convolution at 224 px (1.72 GiB) cannot be allocated.
