@@ -1,6 +1,7 @@
 """Runs (or continues) the study and regenerates its page.
 
     python -m studies.paper_regime_study [--jobs 2] [--quick] [--stage S]
+                                         [--run NAME]
     python -m studies.paper_regime_study --report-only
     python -m studies.paper_regime_study --park
 """
@@ -51,6 +52,12 @@ def parse_args(argv=None):
                         help='train only the runs of this stage (again for '
                              'more stages; default: all, in order); each '
                              'stage can have its own --trainer')
+    parser.add_argument('--run', action='append', dest='names',
+                        metavar='NAME',
+                        help='train only this run (again for more; with '
+                             '--stage, those of its stages): a name of '
+                             'docs/large_batch_study/runs, such as '
+                             'reference-paper90-seed1')
     parser.add_argument('--jobs', type=int, default=1,
                         help='runs trained at the same time (default 1)')
     parser.add_argument('--idx-dir', default=make_demo.IDX_DIR,
@@ -89,7 +96,8 @@ def main(argv=None):
     def on_result():  # the page code as it is now, not as it was at start
         subprocess.call(report, cwd=REPO)
     run_study(plan, args.out, args.results, args.trainer, args.jobs,
-              args.idx_dir, on_result, tuple(args.stages or STAGES))
+              args.idx_dir, on_result, tuple(args.stages or STAGES),
+              args.names)
     write_page(plan, args.results, args.page)
     print('wrote', args.page)
 

@@ -284,15 +284,27 @@ def all_runs(plan, results):
 
 
 def run_study(plan, root, results, trainer, jobs, idx_dir, on_result,
-              stages=STAGES, poll_s=60):
+              stages=STAGES, names=None, poll_s=60):
     """The lr sweep, then the runs of ``stages`` at the chosen lr in the
-    order of :func:`runs_at`; a driver given other stages than the sweep
-    waits for the sweep that another driver trains."""
+    order of :func:`runs_at`, only those of ``names`` where given; a driver
+    given other stages than the sweep waits for the sweep that another
+    driver trains."""
     check_plan(results, plan)
+
+    def chosen(runs):
+        return [run for run in runs if run.stage in stages and (
+            names is None or run.name in names)]
+    if names is not None:
+        # a run's name does not depend on the reference lr
+        known = {run.name for run in sweep_runs(plan) + runs_at(plan, 0.)}
+        unknown = [name for name in names if name not in known]
+        if unknown:
+            raise SystemExit('paper_regime_study: no run named {} (the '
+                             'names of docs/large_batch_study/runs)'.format(
+                                 ', '.join(unknown)))
     data = prepare_data(root, idx_dir, plan)
-    if 'lr-sweep' in stages:
-        run_all(sweep_runs(plan), plan, data, root, results, trainer, jobs,
-                on_result)
+    run_all(chosen(sweep_runs(plan)), plan, data, root, results, trainer,
+            jobs, on_result)
     lr_ref = choose_lr(load_results(results), plan)
     while lr_ref is None:  # another process still trains a swept lr
         missing = [run.name for run in sweep_runs(plan)
@@ -304,10 +316,9 @@ def run_study(plan, root, results, trainer, jobs, idx_dir, on_result,
                              'with the lr-sweep stage'.format(
                                  ', '.join(missing)))
         time.sleep(poll_s)
-        if 'lr-sweep' in stages:
-            run_all(sweep_runs(plan), plan, data, root, results, trainer,
-                    jobs, on_result)
+        run_all(chosen(sweep_runs(plan)), plan, data, root, results,
+                trainer, jobs, on_result)
         lr_ref = choose_lr(load_results(results), plan)
     print('reference lr', lr_ref, flush=True)
-    run_all([run for run in runs_at(plan, lr_ref) if run.stage in stages],
-            plan, data, root, results, trainer, jobs, on_result)
+    run_all(chosen(runs_at(plan, lr_ref)), plan, data, root, results,
+            trainer, jobs, on_result)

@@ -437,6 +437,40 @@ def test_a_driver_trains_only_the_stages_it_is_given(tmp_path, monkeypatch):
                                   'paper-ablation', 'paper-fp16'}
 
 
+def test_a_driver_trains_only_the_runs_it_is_named(tmp_path, monkeypatch):
+    plan = regime.QUICK
+    results = str(tmp_path / 'results')
+    os.makedirs(os.path.join(results, 'runs'))
+    sweep = regime.sweep_runs(plan)
+    for run in sweep[1:]:
+        runner.write_json(runner.result_path(results, run.name), dict(
+            result(run.name, run.lr, 0.5), seed=0))
+    trained = []
+    monkeypatch.setattr(runner, 'prepare_data', lambda *a: ('T', 'V'))
+    monkeypatch.setattr(runner, 'run_one', lambda run, *a: trained.append(
+        run) or runner.write_json(runner.result_path(results, run.name),
+                                  dict(result(run.name, run.lr, 0.6),
+                                       seed=0)))
+    rq2 = regime.paper_rq2_runs(plan, 0.02)
+    names = (rq2[-1].name, sweep[0].name, rq2[0].name)
+    runner.run_study(plan, str(tmp_path / 'out'), results, 'trainer', 1,
+                     'idx', lambda: None, names=names)
+    # the sweep first, then in the study's order
+    assert [r.name for r in trained] == [
+        sweep[0].name, rq2[0].name, rq2[-1].name]
+    trained.clear()
+    runner.run_study(plan, str(tmp_path / 'out'), results, 'trainer', 1,
+                     'idx', lambda: None, stages=('paper-fp16',),
+                     names=names)
+    assert [r.name for r in trained] == [rq2[-1].name]
+    with pytest.raises(SystemExit) as e:
+        runner.run_study(plan, str(tmp_path / 'out'), results, 'trainer', 1,
+                         'idx', lambda: None, names=('reference-seed9',
+                                                     rq2[0].name))
+    assert str(e.value) == ('paper_regime_study: no run named reference-'
+                            'seed9 (the names of docs/large_batch_study/runs)')
+
+
 def test_rq2_runs_on_the_papers_schedule_are_their_own_stages():
     plan = regime.FULL
     runs = regime.paper_rq2_runs(plan, 0.01)
