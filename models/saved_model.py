@@ -179,6 +179,10 @@ def _from_snapshot(archive, path):
         metadata
 
 
+def _shape_of(param):
+    return 'absent' if param is None else str(param.shape)
+
+
 def initialize(target, path):
     """Start ``target`` (the trainer's network, before it moves to its
     device) from the model at ``path`` (anything :func:`load` reads): every
@@ -190,12 +194,17 @@ def initialize(target, path):
         target = target.network
     theirs = dict(source.namedparams())
     mine = dict(target.namedparams())
-    if set(theirs) != set(mine) or any(
-            theirs[name].shape != mine[name].shape for name in mine
-            if not name.startswith('/fc/')):
+    differ = [name for name in sorted(set(theirs) | set(mine))
+              if name not in theirs or name not in mine or (
+                  theirs[name].shape != mine[name].shape and
+                  not name.startswith('/fc/'))]
+    if differ:
+        name = differ[0]
         raise InputError('{}: a {} of width {:g}, not the network of this '
-                         'run'.format(path, metadata['arch'],
-                                      float(metadata['width'])))
+                         'run: its {} is {}, this run\'s {}'.format(
+                             path, metadata['arch'], float(metadata['width']),
+                             name, _shape_of(theirs.get(name)),
+                             _shape_of(mine.get(name))))
     new_head = theirs['/fc/W'].shape != mine['/fc/W'].shape
     for name, param in mine.items():
         if not (new_head and name.startswith('/fc/')):

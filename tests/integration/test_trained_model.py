@@ -190,4 +190,5 @@ def test_initmodel_starts_a_run_from_a_model_with_a_new_head(
                                    '0.25'], check=False)
     assert proc.returncode == 2
     assert 'error: --initmodel {}: a resnet50 of width 0.125, not the ' \
-        'network of this run'.format(model) in proc.stderr
+        'network of this run: its /bn1/beta is (8,), this run\'s (16,)' \
+        .format(model) in proc.stderr
