@@ -151,3 +151,12 @@ def test_the_communicator_has_what_the_all_reduce_uses():
         assert callable(getattr(comm.gpu_buffer_b, name))
     for name in ('allReduce', 'bcast'):
         assert callable(getattr(cupy.cuda.nccl.NcclCommunicator, name))
+
+
+def test_cupys_out_of_memory_is_a_memory_error():
+    """``job.ending_the_job`` and eval_imagenet.py catch MemoryError, so that
+    a GPU out of memory ends with one line as a CPU one does."""
+    assert issubclass(cupy.cuda.memory.OutOfMemoryError, MemoryError)
+    error = cupy.cuda.memory.OutOfMemoryError(1 << 30, 79 << 30)
+    assert str(error).startswith('Out of memory allocating 1,073,741,824 '
+                                 'bytes')
