@@ -126,11 +126,17 @@ def _device_count():
 
 
 def _nccl_error():
+    """Why CuPy's NCCL cannot be used, or None. ``cupy.cuda.nccl`` catches
+    its own ImportError and sets ``available`` False, so importing it never
+    fails; the binding it wraps says why."""
     try:
-        from cupy.cuda import nccl  # NOQA
+        from cupy.cuda import nccl
+        if nccl.available:
+            return None
+        from cupy_backends.cuda.libs import nccl  # NOQA: F811  raises why
     except Exception as e:
         return e
-    return None
+    return ImportError('cupy.cuda.nccl is not available')
 
 
 def cupy_distribution():

@@ -10,9 +10,12 @@ import ast
 import importlib
 import inspect
 import os
+import subprocess
+import sys
 
 import pytest
 
+from conftest import REPO
 import cuda_stack
 import kernels
 from host_kernels import elementwise_source
@@ -160,3 +163,33 @@ def test_cupys_out_of_memory_is_a_memory_error():
     error = cupy.cuda.memory.OutOfMemoryError(1 << 30, 79 << 30)
     assert str(error).startswith('Out of memory allocating 1,073,741,824 '
                                  'bytes')
+
+
+#: A process whose NCCL binding cannot be loaded, as where libnccl.so.2 is
+#: missing: the import of CuPy's binding fails, as the loader would fail it.
+WITHOUT_NCCL = """
+import importlib.abc, sys
+class NoNccl(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == 'cupy_backends.cuda.libs.nccl':
+            raise ImportError('libnccl.so.2: cannot open shared object file: '
+                              'No such file or directory')
+sys.meta_path.insert(0, NoNccl())
+import cuda_stack
+from cupy.cuda import nccl
+print(nccl.available)
+print(cuda_stack._library_error(cuda_stack._nccl_error()))
+"""
+
+
+def test_a_missing_nccl_is_found_although_cupy_hides_it():
+    """``cupy.cuda.nccl`` imports without NCCL (``available`` False): the
+    check must not take the import for the library."""
+    proc = subprocess.run([sys.executable, '-W', 'ignore', '-c',
+                           WITHOUT_NCCL], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == [
+        'False', 'libnccl.so.2 cannot be loaded (libnccl.so.2: cannot open '
+        'shared object file: No such file or directory)']
+    assert cuda_stack._nccl_error() is None  # this venv's NCCL loads
