@@ -356,7 +356,8 @@ def create_communicator(name, allreduce_dtype, allow_no_cudnn, gpu_flag=None):
     ``gpu_flag`` asked for, the CUDA stack is checked first."""
     name = name or ('pure_nccl' if gpu_flag else 'naive')
     if gpu_flag:
-        check_gpu_stack(gpu_flag, allow_no_cudnn, 'nccl' in name)
+        check_gpu_stack(gpu_flag, allow_no_cudnn,
+                        name in communicators.NCCL_NAMES)
     with naming('--communicator {} --allreduce-dtype {}'.format(
             name, allreduce_dtype)):
         return communicators.create_communicator(

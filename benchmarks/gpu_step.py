@@ -127,14 +127,15 @@ def benchmark(args):
     if args.device < 0:
         device = chainer.get_device('@numpy')
         name, synchronize = 'CPU', (lambda: None)
-        comm = communicators.create_communicator('naive', gpu=False)
+        comm = communicators.create_communicator('naive')
     else:
         device = chainer.get_device('@cupy:{}'.format(args.device))
         device.use()
         cuda_stack.configure_cudnn()
         name, synchronize = (cuda_stack.stack_line(args.device),
                              device.device.synchronize)
-        comm = communicators.create_communicator('pure_nccl', 'float16')
+        comm = communicators.create_communicator('pure_nccl', 'float16',
+                                                 gpu=True)
     tdevice = torch_device(args.device, args.no_torch)
     torch = train_step.torch
     result = {'device': name, 'size': args.size, 'warmup': args.warmup,

@@ -8,4 +8,5 @@ communicator classes are imported from their own modules.
 import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
 from communicators.factory import create_communicator  # NOQA
 from communicators.factory import NAMES  # NOQA
+from communicators.factory import NCCL_NAMES  # NOQA
 from communicators.initial_broadcast import broadcast_initial_parameters  # NOQA

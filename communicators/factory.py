@@ -5,6 +5,10 @@ CHAINERMN_NAMES = ('naive', 'flat', 'non_cuda_aware', 'pure_nccl', 'dummy')
 FP16_NAMES = ('mpi_fp16', 'pure_nccl_fp16')
 NAMES = CHAINERMN_NAMES + FP16_NAMES
 ALLREDUCE_DTYPES = ('float32', 'float16')
+#: The communicators that need NCCL, and so GPUs (``non_cuda_aware`` within a
+#: node). ChainerMN's ``naive`` and ``flat`` take GPU arrays through a
+#: CUDA-aware MPI instead.
+NCCL_NAMES = ('non_cuda_aware', 'pure_nccl', 'pure_nccl_fp16')
 #: ChainerMN's communicators that Chainer 7's ChainerMN no longer has.
 REMOVED = dict.fromkeys(
     ('hierarchical', 'two_dimensional', 'single_node'),
@@ -22,7 +26,7 @@ _FP16_OF = {
 
 
 def create_communicator(name='naive', allreduce_dtype=None, mpi_comm=None,
-                        gpu=True):
+                        gpu=False):
     """A ChainerMN communicator by name.
 
     Args:
@@ -34,7 +38,8 @@ def create_communicator(name='naive', allreduce_dtype=None, mpi_comm=None,
             ``'float32'`` with a float16 name is refused. ``None`` (the
             default): what the name says.
         mpi_comm: mpi4py communicator; ``MPI.COMM_WORLD`` by default.
-        gpu (bool): whether the workers have GPUs; NCCL needs them.
+        gpu (bool): whether the workers have GPUs; NCCL needs them, and
+            ``mpi_fp16`` takes CPU arrays only.
 
     Raises:
         ValueError: unknown name or dtype, or a combination that does not
@@ -59,8 +64,13 @@ def create_communicator(name='naive', allreduce_dtype=None, mpi_comm=None,
         raise ValueError(
             'communicator {!r} all-reduces in float16; for float32 use {}'
             .format(name, 'naive' if name == 'mpi_fp16' else 'pure_nccl'))
-    if 'nccl' in name and not gpu:
+    if name in NCCL_NAMES and not gpu:
         raise ValueError('communicator {!r} needs GPUs (NCCL)'.format(name))
+    if name == 'mpi_fp16' and gpu:
+        raise ValueError(
+            'communicator \'mpi_fp16\' all-reduces CPU (NumPy) gradients; on '
+            'GPUs: pure_nccl_fp16, or naive or flat in float32 with a '
+            'CUDA-aware MPI')
     if mpi_comm is None:
         import mpi4py.MPI
         mpi_comm = mpi4py.MPI.COMM_WORLD

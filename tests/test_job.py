@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+import communicators
 import job
 from errors import InputError
 from errors import NonFiniteGradientError
@@ -151,6 +152,22 @@ def test_anything_else_prints_the_traceback_and_aborts_with_1(world, capsys):
     err = capsys.readouterr().err
     assert err.startswith('Traceback')
     assert err.rstrip().endswith('ZeroDivisionError: a bug')
+
+
+@pytest.mark.parametrize('name, dtype, need_nccl', [
+    (None, 'float16', True), ('pure_nccl', 'float32', True),
+    ('non_cuda_aware', 'float32', True), ('naive', 'float32', False),
+    ('flat', 'float32', False)])
+def test_the_gpu_stack_is_checked_for_nccl_where_the_communicator_needs_it(
+        monkeypatch, name, dtype, need_nccl):
+    checked, built = [], []
+    monkeypatch.setattr(job, 'check_gpu_stack', lambda flag, allow, need:
+                        checked.append((flag, need)))
+    monkeypatch.setattr(communicators, 'create_communicator',
+                        lambda *args, **kwargs: built.append(args))
+    job.create_communicator(name, dtype, False, gpu_flag='--gpu')
+    assert checked == [('--gpu', need_nccl)]
+    assert built == [(name or 'pure_nccl', dtype)]
 
 
 class OutOfMemoryError(MemoryError):

@@ -13,7 +13,8 @@ from communicators.pure_nccl_fp16_communicator import \
 import fp16_contract
 
 chainermn.global_except_hook.add_hook()  # a failed check aborts every rank
-comm = communicators.create_communicator('pure_nccl', 'float16')
+comm = communicators.create_communicator('pure_nccl', 'float16',
+                                         gpu=True)
 assert type(comm) is PureNcclFp16Communicator
 device = chainer.get_device('@cupy:{}'.format(comm.intra_rank))
 device.use()
