@@ -8,6 +8,7 @@ F16C's, which round to nearest even as the PTX ``cvt.rn`` does.
 """
 import ctypes
 import os
+import re
 import subprocess
 
 import numpy
@@ -55,10 +56,56 @@ extern "C" void set_launch(unsigned gx, unsigned gy, unsigned bx,
 '''
 
 
+#: The NumPy scalar each C type of a kernel parameter takes by value: what
+#: CuPy's RawKernel must be given, since it passes a scalar at its own
+#: dtype's width.
+SCALAR_TYPES = {'int': numpy.int32, 'int64': numpy.int64,
+                'long long': numpy.int64, 'float': numpy.float32,
+                'unsigned long long': numpy.uint64}
+
+
+def kernel_parameters(source):
+    """``{name: [dtype, or None for a pointer, ...]}`` of every
+    ``extern "C" __global__`` function of ``source``."""
+    kernels = {}
+    for name, params in re.findall(
+            r'extern "C" __global__ void (\w+)\(([^)]*)\)', source):
+        kinds = []
+        for param in params.split(','):
+            words = param.replace('const', ' ').split()
+            if '*' in param:
+                kinds.append(None)
+            else:
+                kinds.append(SCALAR_TYPES[' '.join(words[:-1])])
+        kernels[name] = kinds
+    return kernels
+
+
+def check_arguments(name, kinds, args):
+    """TypeError unless ``args`` are what kernel ``name``'s parameters
+    ``kinds`` take: an array for a pointer, a scalar of the C type's width
+    for a value."""
+    if len(args) != len(kinds):
+        raise TypeError('{} takes {} arguments, got {}'.format(
+            name, len(kinds), len(args)))
+    for i, (kind, arg) in enumerate(zip(kinds, args)):
+        if kind is None:
+            if not isinstance(arg, numpy.ndarray):
+                raise TypeError('{}: argument {} takes an array (a '
+                                'pointer), got {}'.format(name, i, arg))
+        elif isinstance(arg, numpy.ndarray) or \
+                numpy.asarray(arg).dtype != kind:
+            raise TypeError('{}: argument {} takes {}, got {} ({})'.format(
+                name, i, numpy.dtype(kind), arg,
+                numpy.asarray(arg).dtype))
+
+
 class HostKernels(object):
-    """The kernels of ``source`` as a shared library built in ``folder``."""
+    """The kernels of ``source`` as a shared library built in ``folder``;
+    every launch is checked against the kernel's C signature."""
 
     def __init__(self, source, folder):
+        self.parameters = kernel_parameters(source)
         path = os.path.join(str(folder), 'kernels')
         with open(path + '.cpp', 'w') as f:
             f.write(PRELUDE + source + EPILOGUE)
@@ -71,6 +118,7 @@ class HostKernels(object):
         """Run kernel ``name`` over ``grid`` (a tuple of 1 or 2 block
         counts); ``args``: NumPy arrays (passed by address) and NumPy
         scalars (by value), as CuPy's RawKernel takes them."""
+        check_arguments(name, self.parameters[name], args)
         kernel = getattr(self.library, name)
         kernel.restype = None
         values = [ctypes.c_void_p(a.ctypes.data)

@@ -129,3 +129,22 @@ def test_the_table_refuses_what_the_kernels_cannot_read():
         segmented.table([numpy.zeros(3)])
     with pytest.raises(ValueError, match='C-contiguous'):
         segmented.table([numpy.zeros((4, 4), numpy.float32)[:, ::2]])
+
+
+TABLE, MAXIMA = numpy.zeros(3, numpy.int64), numpy.zeros(1, numpy.float32)
+
+
+@pytest.mark.parametrize('args, expected', [
+    ([TABLE, numpy.int64(1), MAXIMA],
+     'segmented_max_abs: argument 1 takes int32, got 1 (int64)'),
+    ([TABLE, numpy.int32(1), 0.5],
+     'segmented_max_abs: argument 2 takes an array (a pointer), got 0.5'),
+    ([TABLE, numpy.int32(1)], 'segmented_max_abs takes 3 arguments, got 2'),
+])
+def test_a_launch_unlike_the_kernels_signature_is_refused(host, args,
+                                                          expected):
+    """CuPy passes a scalar at its dtype's width: an int64 where the kernel
+    reads an int would shift every argument after it on a GPU."""
+    with pytest.raises(TypeError) as info:
+        host.launch('segmented_max_abs', (1,), args)
+    assert str(info.value) == expected
