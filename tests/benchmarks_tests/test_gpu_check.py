@@ -1,4 +1,5 @@
 """benchmarks/gpu_check.py: its parts run within their budget, in order."""
+import json
 import os
 import sys
 import time
@@ -90,10 +91,11 @@ def test_parts_run_in_order_and_pass_on_unused_time(monkeypatch, tmp_path):
     figures = tmp_path / 'figures.json'
     calls = fake_parts(monkeypatch, figures)
     start = time.time()
-    report = gpu_check.check('.venv-gpu', True, str(figures))
+    out = tmp_path / 'report' / 'gpu_check.json'
+    report = gpu_check.check('.venv-gpu', True, str(figures), str(out))
     names = [name for name, _ in calls]
     assert names == ['install', 'install torch', 'stack'] + GPU_PARTS
-    budget = [150, 150, 30, 45, 45, 100, 120, 60, 60, 130]
+    budget = [150, 150, 30, 45, 45, 90, 100, 45, 45, 70]
     for (_, deadline), total in zip(
             calls, [sum(budget[:i + 1]) for i in range(len(budget))]):
         assert abs(deadline - start - total) < 5
@@ -101,6 +103,8 @@ def test_parts_run_in_order_and_pass_on_unused_time(monkeypatch, tmp_path):
     assert report['stack'].startswith('GPU X')
     assert report['figures'] == {'step 32': {'rows': []},
                                  'step 128': {'rows': []}}
+    with open(str(out)) as f:
+        assert json.load(f) == report
 
 
 def test_the_kernels_come_before_the_step_and_the_demo_runs_both_dtypes():
@@ -113,14 +117,16 @@ def test_the_kernels_come_before_the_step_and_the_demo_runs_both_dtypes():
         assert '--gpu' in demo and '--allow-no-cudnn' in demo
     assert '--no-torch' in argv['step 32']
     assert '--no-torch' not in argv['step 128']
-    assert sum(seconds for _, seconds, _, _ in parts) + 30 + 10 == 600
+    # offline, 8 minutes: one 10-minute call has 2 for the install
+    assert sum(seconds for _, seconds, _, _ in parts) + 30 + 10 == 480
 
 
 def test_no_gpu_runs_only_the_tests_after_the_stack_line(
         monkeypatch, tmp_path):
     calls = fake_parts(monkeypatch, tmp_path / 'figures.json',
                        failing=('stack',))
-    gpu_check.check('.venv-gpu', False, str(tmp_path / 'x.json'))
+    gpu_check.check('.venv-gpu', False, str(tmp_path / 'x.json'),
+                    str(tmp_path / 'report.json'))
     assert [name for name, _ in calls] == ['install', 'stack', 'tests']
 
 
@@ -128,7 +134,35 @@ def test_offline_installs_nothing(monkeypatch, tmp_path):
     figures = tmp_path / 'figures.json'
     calls = fake_parts(monkeypatch, figures)
     report = gpu_check.check('.venv-gpu', False, str(figures),
-                             python='python3')
+                             str(tmp_path / 'report.json'), python='python3')
     assert [name for name, _ in calls] == [
         'requirements', 'stack'] + GPU_PARTS
-    assert report['offline'] and report['budget_s'] == 600
+    assert report['offline'] and report['budget_s'] == 480
+
+
+def test_a_check_cut_short_keeps_the_report_of_the_parts_that_ran(
+        monkeypatch, tmp_path):
+    """The device call that runs the check can end it at any moment: the
+    report on disk has every part that finished, and the figures."""
+    calls = fake_parts(monkeypatch, tmp_path / 'figures.json')
+    fake_run = gpu_check.run
+
+    def run(name, argv, deadline, report):
+        if name == 'tests':
+            raise KeyboardInterrupt  # the call's time is up
+        return fake_run(name, argv, deadline, report)
+    monkeypatch.setattr(gpu_check, 'run', run)
+    out = tmp_path / 'report.json'
+    try:
+        gpu_check.check('.venv-gpu', False, str(tmp_path / 'figures.json'),
+                        str(out), python='python3')
+    except KeyboardInterrupt:
+        pass
+    with open(str(out)) as f:
+        report = json.load(f)
+    assert [part['name'] for part in report['parts']] == [
+        name for name, _ in calls] == [
+        'requirements', 'stack', 'kernels', 'communicator', 'step 32']
+    assert report['figures'] == {'step 32': {'rows': []}}
+    assert not [name for name in os.listdir(str(tmp_path))
+                if name.endswith('.tmp')]

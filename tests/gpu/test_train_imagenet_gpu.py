@@ -11,7 +11,8 @@ import gpu_marks
 
 pytestmark = gpu_marks.GPU
 
-DEVICE_FLAGS = {'gpu': ['--gpu'], 'cpu': []}
+# CuPy 14 has no cuDNN: the trainer refuses to run without it unless told
+DEVICE_FLAGS = {'gpu': ['--gpu', '--allow-no-cudnn'], 'cpu': []}
 SHORT = ['--test', '--batchsize', '4', '--val_batchsize', '16',
          '--loaderjob', '0', '--width', '0.25']
 
