@@ -124,13 +124,14 @@ gpu-check:
 # for that version, less NumPy and what PyTorch brings. Not oneDNN (39 MB):
 # the project's wheel goes in with --no-deps, and GPUs do not use it.
 WHEELHOUSE ?= wheelhouse
-WHEELS_HAVE := numpy setuptools filelock typing_extensions
+WHEELS_HAVE := numpy
 .PHONY: wheels
 wheels:
 	rm -rf $(WHEELHOUSE) && mkdir -p $(WHEELHOUSE)
 	PIP_CONSTRAINT=$(CURDIR)/constraints.txt PIP_BUILD_CONSTRAINT=$(CURDIR)/constraints.txt \
 		$(PYTHON) -m pip wheel -q --no-deps -w $(WHEELHOUSE) chainer==7.8.1 .
 	$(PYTHON) -m pip download -q --only-binary=:all: -d $(WHEELHOUSE) \
-		protobuf six pillow 'matplotlib>=3.5' pytest
+		protobuf six filelock typing_extensions setuptools pillow \
+		'matplotlib>=3.5' pytest
 	cd $(WHEELHOUSE) && for name in $(WHEELS_HAVE); do rm -f $$name-*.whl; done
 	du -sh $(WHEELHOUSE)
