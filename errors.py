@@ -22,6 +22,12 @@ STOPPED_STATUS = 4
 STALLED_STATUS = 5
 
 
+def out_of_memory_text(error):
+    """What a MemoryError says (NumPy's and CuPy's name the allocation that
+    failed), without its closing period, for a one-line ending."""
+    return str(error).rstrip('.') or 'out of memory'
+
+
 class InputError(ValueError):
     """Bad input: its message is one line naming the file, line or flag."""
 

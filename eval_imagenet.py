@@ -26,6 +26,7 @@ import image_data  # NOQA: E402
 from image_data import in_memory  # NOQA: E402
 from image_data.image_list import read_dataset  # NOQA: E402
 from errors import InputError  # NOQA: E402
+from errors import out_of_memory_text  # NOQA: E402
 from extensions.evaluator import batch_sums  # NOQA: E402
 import models  # NOQA: E402
 
@@ -139,8 +140,7 @@ def main(argv=None):
         sys.exit(2)
     except MemoryError as e:  # NumPy's, or CuPy's OutOfMemoryError
         print('eval_imagenet.py: error: {}; a smaller --batchsize needs '
-              'less'.format(str(e).rstrip('.') or 'out of memory'),
-              file=sys.stderr)
+              'less'.format(out_of_memory_text(e)), file=sys.stderr)
         sys.exit(1)
     print('validation top-1 {:.2%}, top-5 {:.2%}, loss {:.4g} on {} images '
           'of {}'.format(top1, top5, loss, count, args.val))

@@ -55,6 +55,7 @@ from errors import DIVERGED_STATUS
 from errors import STOPPED_STATUS
 from errors import InputError
 from errors import NonFiniteGradientError
+from errors import out_of_memory_text
 from errors import ParameterError
 from extensions import run_directory
 from extensions import signal_stop
@@ -189,7 +190,7 @@ def ending_the_job(out, out_of_memory_advice=None):
                   file=sys.stderr, flush=True)
         sys.exit(STOPPED_STATUS)
     except MemoryError as e:
-        what = str(e).rstrip('.') or 'out of memory'
+        what = out_of_memory_text(e)
         if _world().size > 1:
             what = 'worker {}: {}'.format(_world().rank, what)
         _error('; '.join(filter(None, (what, out_of_memory_advice))))
