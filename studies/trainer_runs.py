@@ -37,16 +37,43 @@ def validation_curve(entries, total, n_train):
             for entry in entries if 'validation/main/accuracy' in entry]
 
 
+#: OpenBLAS chooses its kernels by the CPU when it loads, and its AVX-512
+#: (SkylakeX) kernels round sums differently from its AVX2 ones (Haswell,
+#: Zen): the same run parts at its first update on an Intel Xeon and an AMD
+#: EPYC, as a run of another seed would. Runs pin the AVX2 kernels wherever
+#: the CPU has AVX2, so a run parked on one machine goes on with the same
+#: arithmetic on the next.
+BLAS_KERNELS = 'Haswell'
+
+
+def cpu_info(path='/proc/cpuinfo'):
+    """The CPU's model name and its flags, from the first processor of
+    ``path`` (``platform``'s name and no flags where it cannot be read)."""
+    model, flags = platform.processor() or platform.machine(), []
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, value = line.partition(':')
+                if key.strip() == 'model name':
+                    model = value.strip()
+                elif key.strip() == 'flags':
+                    flags = value.split()
+                elif not line.strip():
+                    break
+    except OSError:
+        pass
+    return model, flags
+
+
+def blas_environment(flags):
+    """The environment that pins OpenBLAS's AVX2 kernels on a CPU with
+    ``flags``; none where the CPU has no AVX2."""
+    return {'OPENBLAS_CORETYPE': BLAS_KERNELS} if 'avx2' in flags else {}
+
+
 def machine():
     """The CPU, core count and the versions that trained, in one line."""
-    model = platform.processor() or platform.machine()
-    try:
-        with open('/proc/cpuinfo') as f:
-            model = next(line.split(':', 1)[1].strip() for line in f
-                         if line.startswith('model name'))
-    except (OSError, StopIteration):
-        pass
     import chainer
     return '{} x {} cores ({}), Python {}, Chainer {}, NumPy {}'.format(
-        model, os.cpu_count(), platform.system(),
+        cpu_info()[0], os.cpu_count(), platform.system(),
         platform.python_version(), chainer.__version__, numpy.__version__)

@@ -21,9 +21,10 @@ every run for the same epochs, the schedules laid out on them
 ``--out``; an interrupted run resumes from its newest snapshot. A finished
 run's result and log are copied to ``--results`` (``docs/large_batch_study``)
 with one row per run in its ``results.json``; a run whose result is there is
-skipped, so the study continues later or on another machine,
-and the page (``docs/large_batch_study.md``) is regenerated from those files
-after every run.
+skipped, so the study continues later or on another machine (each run
+pins OpenBLAS's AVX2 kernels, whose rounding does not depend on the CPU, and
+records its machine), and the page (``docs/large_batch_study.md``) is
+regenerated from those files after every run.
 
     python -m studies.paper_regime_study [--jobs 2] [--quick]
     python -m studies.paper_regime_study --report-only

@@ -29,7 +29,6 @@ from studies.paper_regime_study.regime import train_args
 from studies.paper_regime_study.runner import choose_lr
 from studies.paper_regime_study.runner import load_results
 from studies.paper_regime_study.runner import write_json
-from studies.trainer_runs import machine
 
 BEGIN, END = '<!-- BEGIN GENERATED -->', '<!-- END GENERATED -->'
 
@@ -39,7 +38,10 @@ def write_rows(results):
     keys = ('name', 'stage', 'config', 'k', 'total_minibatch', 'share', 'lr',
             'peak_lr', 'seed', 'epochs', 'top1', 'diverged', 'train_s',
             'source')
-    rows = [{key: r[key] for key in keys} for r in load_results(results)]
+    recorded = ('machine', 'blas_kernels')  # by the runs that record them
+    rows = [dict({key: r[key] for key in keys},
+                 **{key: r[key] for key in recorded if key in r})
+            for r in load_results(results)]
     with open(os.path.join(results, 'plan.json')) as f:
         plan = json.load(f)
     write_json(os.path.join(results, 'results.json'),
@@ -246,6 +248,7 @@ def generated_text(plan, results, results_dir, page):
         '`python -m studies.paper_regime_study --jobs 2` runs (or '
         'continues) the whole study and rewrites this section; each run is '
         '`mpiexec -n 1 -x OMP_NUM_THREADS=1 python train_imagenet.py` with '
+        '`OPENBLAS_CORETYPE=Haswell` where the CPU has AVX2 and '
         'the arguments below (seed 0 shown; the other swept lrs, seeds and '
         'k change only `--lr`, `--seed`, `--out`, `--accumulate` and '
         '`--log-interval`):',
@@ -258,7 +261,7 @@ def generated_text(plan, results, results_dir, page):
         '',
         '## Machine and wall time',
         '',
-        '- {}'.format(machine()),
+        *machines_text(results),
         '- trained by: {}'.format('; '.join(sorted(
             set(r['source'] for r in results))) or '-'),
         '- {} runs, {:.1f} h of training time (the trainer\'s clock) in '
@@ -266,6 +269,19 @@ def generated_text(plan, results, results_dir, page):
             len(results), sum(walls) / 3600, span / 3600),
     ]
     return '\n'.join(text)
+
+
+def machines_text(results):
+    """The machines recorded in ``results`` (each run's last start), with
+    the OpenBLAS kernels it ran; the count of runs without a record."""
+    machines = sorted(set(
+        '{}, OpenBLAS kernels: {}'.format(
+            r['machine'], r['blas_kernels'] or "the CPU's own")
+        for r in results if 'machine' in r))
+    unrecorded = sum('machine' not in r for r in results)
+    return ['- trained on: {}'.format(machine) for machine in machines] + (
+        ['- not recorded (see the Reading): {} runs, finished before runs '
+         'recorded their machine'.format(unrecorded)] if unrecorded else [])
 
 
 def fp16_rerun_text(plan, results):

@@ -19,6 +19,9 @@ from studies.paper_regime_study.regime import STAGES
 from studies.paper_regime_study.regime import study_runs
 from studies.paper_regime_study.regime import sweep_runs
 from studies.paper_regime_study.regime import train_args
+from studies.trainer_runs import blas_environment
+from studies.trainer_runs import cpu_info
+from studies.trainer_runs import machine
 from studies.trainer_runs import mpi_command
 from studies.trainer_runs import read_log
 from studies.trainer_runs import validation_curve
@@ -147,10 +150,14 @@ def unpark(name, run_dir, results):
 def _train(run, plan, data, run_dir, path, trainer):
     total = run.total(plan)
     args = train_args(run, plan, *data, run_dir)
+    cpu, flags = cpu_info()
+    blas = blas_environment(flags)
     env = dict(os.environ, OMP_NUM_THREADS='1', OPENBLAS_NUM_THREADS='1',
-               PYTHONPATH=os.path.dirname(os.path.abspath(trainer)))
+               PYTHONPATH=os.path.dirname(os.path.abspath(trainer)), **blas)
     start = time.time()
     with open(os.path.join(run_dir, 'train.out'), 'a') as out:
+        out.write('# {}, OpenBLAS kernels: {}\n'.format(
+            cpu, blas.get('OPENBLAS_CORETYPE', 'the CPU\'s own')))
         out.write('$ {}\n'.format(' '.join(map(shlex.quote, args))))
         out.flush()
         status = subprocess.call(mpi_command(args, trainer), env=env,
@@ -177,7 +184,10 @@ def _train(run, plan, data, run_dir, path, trainer):
         diverged=status == DIVERGED_STATUS, curve=curve, wall_s=wall,
         # the trainer's own clock, which a resumed run continues
         train_s=entries[-1]['elapsed_time'] if entries else wall,
-        finished=time.time(), source=source_of(trainer))
+        finished=time.time(), source=source_of(trainer),
+        # where the start that finished it ran: the trainer runs on this
+        # interpreter, so these are its versions
+        machine=machine(), blas_kernels=blas.get('OPENBLAS_CORETYPE'))
     if run.iterations:  # the training loss of every update
         result['losses'] = [(e['iteration'], e['main/loss'])
                             for e in entries if 'main/loss' in e]

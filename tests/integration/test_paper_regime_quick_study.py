@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from studies import trainer_runs
 from studies.paper_regime_study import regime
 from studies.paper_regime_study import runner
 from image_data import make_demo
@@ -44,7 +45,16 @@ def test_quick_study_runs_skips_and_resumes(tmp_path):
         # A run that diverged before its first log line has no log.
         assert row['diverged'] or os.path.exists(
             runner.result_path(results, row['name'])[:-5] + '.log.json')
+    # each run records the machine its trainer ran on and the kernels
+    # pinned there
+    machine = trainer_runs.machine()
+    pinned = trainer_runs.blas_environment(
+        trainer_runs.cpu_info()[1]).get('OPENBLAS_CORETYPE')
+    assert all(row['machine'] == machine and row['blas_kernels'] == pinned
+               for row in rows)
     text = open(page).read()
+    assert '- trained on: {}, OpenBLAS kernels: {}'.format(
+        machine, pinned or "the CPU's own") in text
     assert '23 of 23 runs finished' in text
     assert '6 of 6 plateau runs finished' in text
     assert '2 of 2 runs finished. `akiba2017-zero-init` with' in text

@@ -114,13 +114,11 @@ def test_eval_names_a_bad_flag_in_one_line(trained, tmp_path):
 #: took: the (250, 3, 7, 7, 112, 112) float32 columns of the first
 #: convolution at 224 px (1.72 GiB) cannot be allocated.
 CAPPED_EVAL = '''
-import resource, sys
+import sys
+sys.path.insert(0, 'tests/mpi_scripts')
+import address_space
 import eval_imagenet
-with open('/proc/self/status') as f:
-    size = [int(line.split()[1]) * 1024 for line in f
-            if line.startswith('VmSize:')][0]
-resource.setrlimit(resource.RLIMIT_AS,
-                   (size + 2 ** 30, resource.RLIM_INFINITY))
+address_space.cap(2 ** 30)
 eval_imagenet.main(sys.argv[1:])
 '''
 

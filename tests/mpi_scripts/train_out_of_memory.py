@@ -7,12 +7,12 @@ on a GPU, while the other ranks go on into the collectives.
 Usage: train_out_of_memory.py RANK HEADROOM [train_imagenet arguments...]
 """
 import os
-import resource
 import runpy
 import sys
 
 import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
 
+import address_space
 import job
 
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -21,18 +21,10 @@ rank, headroom = int(sys.argv[1]), int(sys.argv[2])
 create_communicator = job.create_communicator
 
 
-def address_space():
-    with open('/proc/self/status') as f:
-        for line in f:
-            if line.startswith('VmSize:'):
-                return int(line.split()[1]) * 1024
-
-
 def capped_communicator(*args, **kwargs):
     comm = create_communicator(*args, **kwargs)
     if comm.rank == rank:
-        resource.setrlimit(resource.RLIMIT_AS, (
-            address_space() + headroom, resource.RLIM_INFINITY))
+        address_space.cap(headroom)
     return comm
 
 

@@ -3,9 +3,12 @@ the choice of the reference lr, skipping finished runs and the page;
 tests/integration runs the quick study."""
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
+from studies import trainer_runs
 from studies.paper_regime_study import regime
 from studies.paper_regime_study import report
 from studies.paper_regime_study import runner
@@ -525,3 +528,62 @@ def test_rq2_reads_each_technique_at_90_epochs_beside_7():
     assert '| RMSprop warm-up (`no-rmsprop-warmup`) | - | - | - |' in text
     assert '`akiba2017` 2 seeds: 90.00, 92.00, range 2.00 points; ' \
         '`reference` 2 seeds: 89.00, 89.50, range 0.50 points.' in text
+
+
+CPUINFO = '''processor\t: 0
+model name\t: Some CPU
+flags\t\t: fpu sse2 {}
+
+processor\t: 1
+model name\t: Another CPU
+flags\t\t: fpu
+'''
+
+
+@pytest.mark.parametrize('flags, pinned', [('avx avx2 avx512f', True),
+                                           ('avx', False)])
+def test_runs_pin_the_avx2_blas_kernels_where_the_cpu_has_them(
+        tmp_path, flags, pinned):
+    path = tmp_path / 'cpuinfo'
+    path.write_text(CPUINFO.format(flags))
+    model, found = trainer_runs.cpu_info(str(path))
+    assert model == 'Some CPU' and found[-1] == flags.split()[-1]
+    assert trainer_runs.blas_environment(found) == (
+        {'OPENBLAS_CORETYPE': 'Haswell'} if pinned else {})
+
+
+MATMUL = '''
+import hashlib, numpy
+r = numpy.random.RandomState(0)
+a, b = r.randn(300, 517).astype('f'), r.randn(517, 211).astype('f')
+print(hashlib.md5((a @ b).tobytes()).hexdigest())
+'''
+
+
+def test_the_pin_gives_a_run_the_kernels_of_an_amd_epyc():
+    """A float32 product under the pin is the one Zen's kernels give, on
+    whatever x86 CPU with AVX2 the tests run (on an AVX-512 one, the CPU's
+    own kernels give another)."""
+    pin = trainer_runs.blas_environment(trainer_runs.cpu_info()[1])
+    if not pin:
+        pytest.skip('no AVX2: OpenBLAS runs its generic kernels')
+
+    def product(coretype):
+        return subprocess.run(
+            [sys.executable, '-c', MATMUL], check=True, capture_output=True,
+            text=True, env=dict(os.environ, OPENBLAS_NUM_THREADS='1',
+                                OPENBLAS_CORETYPE=coretype)).stdout
+    assert product(pin['OPENBLAS_CORETYPE']) == product('Zen')
+
+
+def test_the_page_names_the_machines_runs_recorded():
+    runs = [dict(paper_result('sgd', 128, 0, 0.9), machine='CPU x 2',
+                 blas_kernels='Haswell'),
+            dict(paper_result('sgd', 128, 1, 0.9), machine='CPU x 2',
+                 blas_kernels=None),
+            paper_result('sgd', 128, 2, 0.9)]
+    assert report.machines_text(runs) == [
+        '- trained on: CPU x 2, OpenBLAS kernels: Haswell',
+        "- trained on: CPU x 2, OpenBLAS kernels: the CPU's own",
+        '- not recorded (see the Reading): 1 runs, finished before runs '
+        'recorded their machine']
