@@ -37,12 +37,12 @@ def validation_curve(entries, total, n_train):
             for entry in entries if 'validation/main/accuracy' in entry]
 
 
-#: OpenBLAS chooses its kernels by the CPU when it loads, and its AVX-512
-#: (SkylakeX) kernels round sums differently from its AVX2 ones (Haswell,
-#: Zen): the same run parts at its first update on an Intel Xeon and an AMD
-#: EPYC, as a run of another seed would. Runs pin the AVX2 kernels wherever
-#: the CPU has AVX2, so a run parked on one machine goes on with the same
-#: arithmetic on the next.
+#: OpenBLAS chooses its kernels by the CPU when it loads (an OpenBLAS older
+#: than the CPU falls back to generic ones), and kernels for other
+#: instruction sets round float32 sums differently: the same run parts at
+#: its first update on an Intel Xeon and an AMD EPYC, as a run of another
+#: seed would. Runs pin the AVX2 kernels wherever the CPU has AVX2, so a run
+#: parked on one machine goes on with the same arithmetic on the next.
 BLAS_KERNELS = 'Haswell'
 
 
