@@ -350,11 +350,13 @@ def check_free_space(out, model):
         run_directory.check_free_space(out, needed)
 
 
-def create_communicator(name, allreduce_dtype, allow_no_cudnn, gpu_flag=None):
+def create_communicator(name, allreduce_dtype, allow_no_cudnn, gpu_flag=None,
+                        dtype='float32'):
     """ChainerMN's communicator ``name`` (None: ``pure_nccl`` on GPUs,
     ``naive`` on CPUs; ``allreduce_dtype`` float16 makes them
-    ``pure_nccl_fp16`` and ``mpi_fp16``); on GPUs, which the flag
-    ``gpu_flag`` asked for, the CUDA stack is checked first."""
+    ``pure_nccl_fp16`` and ``mpi_fp16``) for gradients of ``dtype``; on
+    GPUs, which the flag ``gpu_flag`` asked for, the CUDA stack is checked
+    first."""
     name = name or ('pure_nccl' if gpu_flag else 'naive')
     if gpu_flag:
         check_gpu_stack(gpu_flag, allow_no_cudnn,
@@ -362,7 +364,7 @@ def create_communicator(name, allreduce_dtype, allow_no_cudnn, gpu_flag=None):
     with naming('--communicator {} --allreduce-dtype {}'.format(
             name, allreduce_dtype)):
         return communicators.create_communicator(
-            name, allreduce_dtype, gpu=bool(gpu_flag))
+            name, allreduce_dtype, gpu=bool(gpu_flag), dtype=dtype)
 
 
 def check_gpu_stack(flag, allow_no_cudnn, need_nccl):

@@ -104,7 +104,7 @@ def train(args, recipe):
     comm = job.create_communicator(
         args.communicator, args.allreduce_dtype, args.allow_no_cudnn,
         gpu_flag='--gpu' if args.gpu else '--device' if args.device
-        .startswith('@cupy') else None)
+        .startswith('@cupy') else None, dtype=recipe.dtype)
     stop = signal_stop.SignalStop(comm)
     device = job.create_device(comm, args.device, args.gpu,
                                args.cudnn_autotune, args.cudnn_workspace)

@@ -65,8 +65,8 @@ def chainer_step(device, comm, size, batchsize, recipe):
     """The trainer's update on ``device`` as a closure, and the optimizer.
 
     Built as train_imagenet.py builds it (:func:`models.build_classifier`,
-    :func:`optimizers.recipes.create_multi_node_optimizer`), with the
-    learning rate at 0.
+    :func:`optimizers.recipes.create_multi_node_optimizer`, the parameters
+    broadcast before the first step), with the learning rate at 0.
     """
     mixed16 = recipe.dtype == 'mixed16'
     model = models.build_classifier(
@@ -74,6 +74,7 @@ def chainer_step(device, comm, size, batchsize, recipe):
         label_smoothing=recipe.label_smoothing)
     model.to_device(device)
     optimizer = recipes.create_multi_node_optimizer(recipe, model, comm)
+    communicators.broadcast_initial_parameters(optimizer, model, comm)
     actual = optimizer.actual_optimizer
     for attr, schedule in recipes.hyperparameter_schedules(
             recipe, batchsize).items():

@@ -1,5 +1,6 @@
 """``create_communicator``: ChainerMN's communicators and the float16 ones."""
 import chainermn
+import numpy
 
 CHAINERMN_NAMES = ('naive', 'flat', 'non_cuda_aware', 'pure_nccl', 'dummy')
 FP16_NAMES = ('mpi_fp16', 'pure_nccl_fp16')
@@ -9,6 +10,11 @@ ALLREDUCE_DTYPES = ('float32', 'float16')
 #: node). ChainerMN's ``naive`` and ``flat`` take GPU arrays through a
 #: CUDA-aware MPI instead.
 NCCL_NAMES = ('non_cuda_aware', 'pure_nccl', 'pure_nccl_fp16')
+#: ChainerMN's NCCL communicators: ChainerMN packs their gradients itself.
+CHAINERMN_NCCL_NAMES = ('non_cuda_aware', 'pure_nccl')
+#: The first CuPy whose ``cupy/carray.cuh`` no longer defines ``half``, the
+#: type of ChainerMN's batched pack kernels.
+CUPY_WITHOUT_CARRAY_HALF = 14
 #: ChainerMN's communicators that Chainer 7's ChainerMN no longer has.
 REMOVED = dict.fromkeys(
     ('hierarchical', 'two_dimensional', 'single_node'),
@@ -26,7 +32,7 @@ _FP16_OF = {
 
 
 def create_communicator(name='naive', allreduce_dtype=None, mpi_comm=None,
-                        gpu=False):
+                        gpu=False, dtype='float32'):
     """A ChainerMN communicator by name.
 
     Args:
@@ -40,6 +46,8 @@ def create_communicator(name='naive', allreduce_dtype=None, mpi_comm=None,
         mpi_comm: mpi4py communicator; ``MPI.COMM_WORLD`` by default.
         gpu (bool): whether the workers have GPUs; NCCL needs them, and
             ``mpi_fp16`` takes CPU arrays only.
+        dtype (str): the gradients' dtype, ``'float32'`` or ``'mixed16'``
+            (float16 gradients of the convolutions and linear layers).
 
     Raises:
         ValueError: unknown name or dtype, or a combination that does not
@@ -82,4 +90,34 @@ def create_communicator(name='naive', allreduce_dtype=None, mpi_comm=None,
         from communicators.pure_nccl_fp16_communicator import \
             PureNcclFp16Communicator
         return PureNcclFp16Communicator(mpi_comm)
+    if name in CHAINERMN_NCCL_NAMES:
+        return _chainermn_nccl(name, mpi_comm, dtype)
     return chainermn.create_communicator(name, mpi_comm=mpi_comm)
+
+
+def _chainermn_nccl(name, mpi_comm, dtype):
+    """ChainerMN's NCCL communicator ``name``, summing in float32.
+
+    ``pure_nccl`` is told float32: left to itself it sums in
+    ``chainer.get_dtype()``, float16 under mixed16, unscaled. ChainerMN packs
+    the gradients with raw kernels of the type ``half``, which CuPy 14's
+    ``cupy/carray.cuh`` no longer defines, so from CuPy 14 on it copies them
+    one by one; its per-array copy casts a float16 gradient with
+    ``array(copy=False, dtype=...)``, which CuPy 14 refuses.
+    """
+    import cupy
+    batched = int(cupy.__version__.split('.')[0]) < CUPY_WITHOUT_CARRAY_HALF
+    if not batched and dtype == 'mixed16':
+        raise ValueError(
+            'communicator {!r} cannot unpack float16 gradients on CuPy {} '
+            '(ChainerMN casts them with copy=False); with --dtype mixed16 '
+            'use a float16 all-reduce (pure_nccl_fp16), or CuPy 13'.format(
+                name, cupy.__version__))
+    options = {'allreduce_grad_dtype': numpy.float32} \
+        if name == 'pure_nccl' else {}
+    comm = chainermn.create_communicator(name, mpi_comm=mpi_comm, **options)
+    # set as set_config sets it: PureNcclCommunicator.set_config passes the
+    # name on to its parent's without the value, which then sets True
+    with comm.config_scope():
+        comm.batched_copy = batched
+    return comm

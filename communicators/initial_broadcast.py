@@ -24,7 +24,7 @@ def broadcast_initial_parameters(optimizer, model, comm):
     """
     if hasattr(comm, 'nccl_comm') and model.xp is not numpy:
         broadcast_by_dtype([param for _, param in sorted(
-            model.namedparams())], _nccl_broadcast(comm))
+            model.namedparams())], nccl_broadcast(comm))
     else:
         comm.bcast_data(model)
     optimizer.is_changed(model)  # records the parameter set as broadcast
@@ -45,7 +45,7 @@ def broadcast_by_dtype(params, bcast):
             param.array[...] = flat[start:end].reshape(param.shape)
 
 
-def _nccl_broadcast(comm):
+def nccl_broadcast(comm):
     """``bcast(flat)`` over the NCCL communicator of ChainerMN's ``comm``."""
     from chainer.backends import cuda
     from chainermn.communicators import _communication_utility

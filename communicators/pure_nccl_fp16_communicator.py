@@ -17,6 +17,8 @@ from chainermn.communicators.pure_nccl_communicator import \
     PureNcclCommunicator
 
 from communicators.gradients import named_gradients
+from communicators.initial_broadcast import broadcast_by_dtype
+from communicators.initial_broadcast import nccl_broadcast
 from errors import NonFiniteGradientError
 from half_precision import scaling
 from half_precision import segmented
@@ -43,6 +45,12 @@ class PureNcclFp16Communicator(PureNcclCommunicator):
     def __init__(self, mpi_comm):
         super(PureNcclFp16Communicator, self).__init__(mpi_comm)
         self.set_config('allreduce_grad_dtype', _FLOAT16)
+
+    def bcast_data(self, model):
+        """Rank 0's parameters to every worker, each dtype's in its own
+        (ChainerMN's sends all in ``chainer.get_dtype()``)."""
+        broadcast_by_dtype([param for _, param in sorted(
+            model.namedparams())], nccl_broadcast(self))
 
     def _multi_node_mean_grad_async(self, model, zero_fill, stream):
         # ChainerMN's chainermn.nccl re-exports only part of CuPy's names

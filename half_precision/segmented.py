@@ -24,7 +24,14 @@ array ``s`` with ``o_s <= j < o_{s+1}``, ``o`` the running sum of the sizes
 
 The CUDA source (:data:`SOURCE`) needs no header: float16 conversions are
 the PTX ``cvt`` instructions, so NVRTC compiles it anywhere, with or without
-a GPU. Contraction to FMA is off, as in the CPU kernels. With
+a GPU. Contraction to FMA is off, as in the CPU kernels. CuPy compiles
+every kernel with ``-ftz=true``, which flushes float32 values below 2^-126
+to zero where NumPy keeps them subnormal; of these kernels' results only
+unpack's can differ from the CPU path's by it: an input that small, scaled
+by at most 2^100 (:mod:`half_precision.scaling`), rounds to float16 zero
+either way, and a product ``h * inverse_s`` falls below 2^-126 only under a
+scale above 2^102 / p, a parameter whose gradients are all below about
+2^-86 / p: zero on the GPU, subnormal on the CPU. With
 ``SEGMENTED_ON_HOST`` defined it leaves the two conversions to the includer,
 which is how the test suite compiles the same kernels as C++ and runs them
 on NumPy arrays against the CPU path (tests/gpu_offline).

@@ -34,3 +34,18 @@ def test_bad_flag_is_one_line_exit_2():
     assert proc.returncode == 2
     assert proc.stderr.splitlines()[-1].endswith(
         '--steps must be positive, got 0')
+
+
+def test_every_timed_step_is_an_update():
+    """The parameters are broadcast when the step is built, as the trainer
+    does: ChainerMN's optimizer would spend the first update broadcasting
+    them (in ``chainer.get_dtype()`` for ``pure_nccl``)."""
+    import chainer
+    import communicators
+    from benchmarks import gpu_step
+    from optimizers import recipes
+    comm = communicators.create_communicator('naive')
+    step, optimizer = gpu_step.chainer_step(
+        chainer.get_device('@numpy'), comm, 32, 2, recipes.resolve())
+    step()
+    assert optimizer.t == 1

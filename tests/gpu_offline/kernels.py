@@ -15,7 +15,7 @@ RAW = (
 #: and Chainer's CUDA backend must exist in the installed versions.
 GPU_MODULES = ('half_precision.segmented',
                'communicators.pure_nccl_fp16_communicator',
-               'communicators.initial_broadcast',
+               'communicators.initial_broadcast', 'communicators.factory',
                'half_precision.scaling',
                'models.final_batch_normalization',
                'optimizers.rmsprop_warmup', 'optimizers.weight_decay',

@@ -7,15 +7,19 @@ venvs); elsewhere it is skipped, unless ``REQUIRE_CUPY=1`` makes a missing
 CuPy a failure.
 """
 import ast
+import glob
 import importlib
 import inspect
 import os
+import re
 import subprocess
 import sys
 
+import numpy
 import pytest
 
 from conftest import REPO
+import communicators
 import cuda_stack
 import kernels
 from host_kernels import elementwise_source
@@ -59,15 +63,16 @@ def test_every_kernel_compiles_for_the_architectures(arch):
         assert arch < 75 and nvrtc.getVersion()[0] >= 13, arch
         pytest.skip('CUDA {}.{} has no compute_{} (docs/gpu.md)'.format(
             *nvrtc.getVersion(), arch))
-    target = '--gpu-architecture=compute_{}'.format(arch)
+    # with the option CuPy adds to every kernel's
+    target = ('-ftz=true', '--gpu-architecture=compute_{}'.format(arch))
     for module, source, options, names in kernels.raw():
-        ptx = compile_ptx(source, module, tuple(options) + (target,))
+        ptx = compile_ptx(source, module, tuple(options) + target)
         for name in names:
             assert '.entry {}('.format(name) in ptx, (module, name)
     for module, spec in kernels.elementwise():
         for ctype in ('float', 'double'):
             ptx = compile_ptx(elementwise_source(spec, ctype, device=True),
-                              spec[3], (target,))
+                              spec[3], target)
             assert '.entry {}('.format(spec[3]) in ptx
 
 
@@ -154,6 +159,57 @@ def test_the_communicator_has_what_the_all_reduce_uses():
         assert callable(getattr(comm.gpu_buffer_b, name))
     for name in ('allReduce', 'bcast'):
         assert callable(getattr(cupy.cuda.nccl.NcclCommunicator, name))
+
+
+def chainermn_pack_kernels():
+    """``(name, CUDA source)`` of ChainerMN's batched pack kernels."""
+    from chainermn.communicators import _memory_utility
+    return [(f.__name__, re.search(r"r\'\'\'(.*?)\'\'\'",
+                                   inspect.getsource(f), re.S).group(1))
+            for f in (_memory_utility._cupy_batched_pack_params,
+                      _memory_utility._cupy_batched_unpack_params)]
+
+
+def compiles(source, name):
+    """Whether NVRTC compiles ``source`` with CuPy's headers and those of
+    the CUDA wheels, as CuPy compiles a raw kernel."""
+    header = cupy._core.core._get_header_dir_path()
+    site = os.path.dirname(os.path.dirname(cupy.__file__))
+    folders = ([header] + glob.glob(os.path.join(header, 'cupy', '_cccl', '*'))
+               + glob.glob(os.path.join(site, 'nvidia', '*', 'include')))
+    program = nvrtc.createProgram(source, name + '.cu', [], [])
+    try:
+        nvrtc.compileProgram(program, ['-I' + f for f in folders] + [
+            '-ftz=true', '--std=c++17', '--gpu-architecture=compute_80'])
+        return True
+    except nvrtc.NVRTCError:
+        return False
+    finally:
+        nvrtc.destroyProgram(program)
+
+
+@pytest.mark.parametrize('name', ['pure_nccl', 'non_cuda_aware'])
+def test_chainermn_nccl_communicators_pack_as_this_cupy_allows(name):
+    """ChainerMN's batched pack kernels are used where they compile (CuPy
+    13; CuPy 14's headers lack their type ``half``); ``pure_nccl`` sums in
+    float32 whatever ``chainer.get_dtype()`` says."""
+    from mpi4py import MPI
+    comm = communicators.create_communicator(name, 'float32', MPI.COMM_SELF,
+                                             gpu=True)
+    kernels_compile = all(compiles(source, kernel)
+                          for kernel, source in chainermn_pack_kernels())
+    assert comm.batched_copy == kernels_compile
+    if name == 'pure_nccl':
+        assert comm.allreduce_grad_dtype == numpy.float32
+    if kernels_compile:
+        communicators.create_communicator(name, 'float32', MPI.COMM_SELF,
+                                          gpu=True, dtype='mixed16')
+    else:  # the per-array copy casts float16 gradients with copy=False
+        line = r'^communicator .{}. cannot unpack float16 gradients on ' \
+            r'CuPy 14'.format(name)
+        with pytest.raises(ValueError, match=line):
+            communicators.create_communicator(
+                name, 'float32', MPI.COMM_SELF, gpu=True, dtype='mixed16')
 
 
 def test_cupys_out_of_memory_is_a_memory_error():
