@@ -1,10 +1,14 @@
 """CUDA kernel source compiled as C++ and run on the host, on NumPy arrays.
 
 The prelude maps CUDA's built-ins to host code: each launch runs its grid's
-blocks one after another with one thread per block (``blockDim.x = 1``), so
-grid-stride loops, table look-ups, atomics and stores run as written, and a
-block's shared-memory reduction has a single value. float16 conversions are
-F16C's, which round to nearest even as the PTX ``cvt.rn`` does.
+blocks one after another. A kernel that synchronizes its block
+(``__syncthreads``) runs each block as ``threads`` host threads, with
+``__shared__`` arrays shared among them, a barrier for ``__syncthreads`` and
+real atomics, so its shared-memory reduction runs as on the GPU; every other
+kernel runs one thread per block (``blockDim.x = 1``), where grid-stride
+loops, table look-ups, atomics and stores run as written. float16
+conversions are F16C's, which round to nearest even as the PTX ``cvt.rn``
+does.
 """
 import ctypes
 import os
@@ -14,17 +18,22 @@ import subprocess
 import numpy
 
 PRELUDE = r'''
+#include <barrier>
 #include <cmath>
 #include <cstring>
+#include <thread>
+#include <vector>
 #include <immintrin.h>
 #define SEGMENTED_ON_HOST 1
 #define __global__
 #define __device__
 #define __forceinline__ inline
 #define __shared__ static
-#define __syncthreads()
+#define __syncthreads() block_barrier->arrive_and_wait()
 struct Dim3 { unsigned x, y, z; };
-static Dim3 blockIdx, threadIdx, blockDim, gridDim;
+static Dim3 blockIdx, blockDim, gridDim;
+static thread_local Dim3 threadIdx;
+static std::barrier<> *block_barrier;
 using std::isfinite;
 static inline float __int_as_float(int i) {
     float f; memcpy(&f, &i, 4); return f;
@@ -33,11 +42,15 @@ static inline int __float_as_int(float f) {
     int i; memcpy(&i, &f, 4); return i;
 }
 static inline int atomicMax(int *a, int v) {
-    int o = *a; if (v > o) *a = v; return o;
+    int o = __atomic_load_n(a, __ATOMIC_SEQ_CST);
+    while (v > o && !__atomic_compare_exchange_n(
+               a, &o, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+    }
+    return o;
 }
 static inline unsigned long long atomicAdd(unsigned long long *a,
                                            unsigned long long v) {
-    unsigned long long o = *a; *a += v; return o;
+    return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);
 }
 static inline float to_float(unsigned short h) { return _cvtsh_ss(h); }
 static inline unsigned short to_half(float f) {
@@ -45,13 +58,26 @@ static inline unsigned short to_half(float f) {
 }
 '''
 
-EPILOGUE = r'''
-extern "C" void set_launch(unsigned gx, unsigned gy, unsigned bx,
-                           unsigned by) {
-    gridDim.x = gx; gridDim.y = gy; gridDim.z = 1;
-    blockDim.x = 1; blockDim.y = 1; blockDim.z = 1;
-    threadIdx.x = threadIdx.y = threadIdx.z = 0;
-    blockIdx.x = bx; blockIdx.y = by; blockIdx.z = 0;
+#: Each kernel's launch on the host: its grid's blocks in turn, each as
+#: ``threads`` host threads (PARAMS: the kernel's parameters, ARGS: their
+#: names).
+LAUNCH = r'''
+extern "C" void host_NAME(unsigned gx, unsigned gy, unsigned threads,
+                          PARAMS) {
+    gridDim = {gx, gy, 1};
+    blockDim = {threads, 1, 1};
+    std::barrier<> sync(threads);
+    block_barrier = &sync;
+    for (unsigned by = 0; by < gy; ++by) {
+        for (unsigned bx = 0; bx < gx; ++bx) {
+            blockIdx = {bx, by, 0};
+            std::vector<std::thread> pool;
+            for (unsigned x = 0; x < threads; ++x) {
+                pool.emplace_back([=] { threadIdx = {x, 0, 0}; NAME(ARGS); });
+            }
+            for (auto &thread : pool) thread.join();
+        }
+    }
 }
 '''
 
@@ -64,12 +90,21 @@ SCALAR_TYPES = {'int': numpy.int32, 'int64': numpy.int64,
                 'unsigned long long': numpy.uint64}
 
 
+def kernels_of(source):
+    """``[(name, parameter list, body), ...]`` of every ``extern "C"
+    __global__`` function of ``source``, the body up to the next one."""
+    found = list(re.finditer(
+        r'extern "C" __global__ void (\w+)\(([^)]*)\)', source))
+    ends = [match.start() for match in found[1:]] + [len(source)]
+    return [(match.group(1), match.group(2), source[match.end():end])
+            for match, end in zip(found, ends)]
+
+
 def kernel_parameters(source):
     """``{name: [dtype, or None for a pointer, ...]}`` of every
     ``extern "C" __global__`` function of ``source``."""
     kernels = {}
-    for name, params in re.findall(
-            r'extern "C" __global__ void (\w+)\(([^)]*)\)', source):
+    for name, params, _ in kernels_of(source):
         kinds = []
         for param in params.split(','):
             words = param.replace('const', ' ').split()
@@ -79,6 +114,13 @@ def kernel_parameters(source):
                 kinds.append(SCALAR_TYPES[' '.join(words[:-1])])
         kernels[name] = kinds
     return kernels
+
+
+def launch_source(name, params):
+    """C++ of ``host_<name>``: :data:`LAUNCH` for kernel ``name``."""
+    names = [param.split()[-1].lstrip('*') for param in params.split(',')]
+    return (LAUNCH.replace('NAME', name).replace('PARAMS', params)
+            .replace('ARGS', ', '.join(names)))
 
 
 def check_arguments(name, kinds, args):
@@ -102,16 +144,23 @@ def check_arguments(name, kinds, args):
 
 class HostKernels(object):
     """The kernels of ``source`` as a shared library built in ``folder``;
-    every launch is checked against the kernel's C signature."""
+    every launch is checked against the kernel's C signature. A kernel
+    that calls ``__syncthreads`` runs ``threads`` host threads per block
+    (the GPU's block size), the others one."""
 
-    def __init__(self, source, folder):
+    def __init__(self, source, folder, threads):
         self.parameters = kernel_parameters(source)
+        self.threads = {name: threads if '__syncthreads' in body else 1
+                        for name, _, body in kernels_of(source)}
         path = os.path.join(str(folder), 'kernels')
         with open(path + '.cpp', 'w') as f:
-            f.write(PRELUDE + source + EPILOGUE)
-        subprocess.run(['g++', '-O1', '-mf16c', '-ffp-contract=off',
-                        '-shared', '-fPIC', '-o', path + '.so',
-                        path + '.cpp'], check=True, capture_output=True)
+            f.write(PRELUDE + source + ''.join(
+                launch_source(name, params)
+                for name, params, _ in kernels_of(source)))
+        subprocess.run(['g++', '-std=c++20', '-pthread', '-O1', '-mf16c',
+                        '-ffp-contract=off', '-shared', '-fPIC', '-o',
+                        path + '.so', path + '.cpp'], check=True,
+                       capture_output=True)
         self.library = ctypes.CDLL(path + '.so')
 
     def launch(self, name, grid, args):
@@ -119,17 +168,15 @@ class HostKernels(object):
         counts); ``args``: NumPy arrays (passed by address) and NumPy
         scalars (by value), as CuPy's RawKernel takes them."""
         check_arguments(name, self.parameters[name], args)
-        kernel = getattr(self.library, name)
+        kernel = getattr(self.library, 'host_' + name)
         kernel.restype = None
         values = [ctypes.c_void_p(a.ctypes.data)
                   if isinstance(a, numpy.ndarray)
                   else numpy.ctypeslib.as_ctypes(numpy.array(a))
                   for a in args]
         gx, gy = (tuple(grid) + (1,))[:2]
-        for by in range(gy):
-            for bx in range(gx):
-                self.library.set_launch(gx, gy, bx, by)
-                kernel(*values)
+        kernel(ctypes.c_uint(gx), ctypes.c_uint(gy),
+               ctypes.c_uint(self.threads[name]), *values)
 
 
 def parameters(spec):

@@ -11,7 +11,8 @@ from host_kernels import HostKernels
 
 @pytest.fixture(scope='module')
 def host(tmp_path_factory):
-    return HostKernels(segmented.SOURCE, tmp_path_factory.mktemp('segmented'))
+    return HostKernels(segmented.SOURCE, tmp_path_factory.mktemp('segmented'),
+                       segmented.THREADS)
 
 
 @pytest.fixture
