@@ -74,13 +74,21 @@ class Stopped(Exception):
 def agree(comm, check, *args, **kwargs):
     """``check(*args, **kwargs)`` on every worker; if it raised
     :class:`InputError` on any, :class:`JobInputError` with the first message
-    on all of them."""
-    result, failure = None, None
+    on all of them. Another exception is raised again where it was raised,
+    after the others have learnt of it (and raise :class:`JobInputError`
+    naming that worker), so that no worker waits for one that left."""
+    result, failure, error = None, None, None
     try:
         result = check(*args, **kwargs)
     except InputError as e:
         failure = str(e)
+    except Exception as e:
+        error = e
+        failure = 'worker {} failed ({}: {})'.format(
+            comm.rank, type(e).__name__, e)
     failures = [f for f in comm.mpi_comm.allgather(failure) if f]
+    if error is not None:
+        raise error
     if failures:
         raise JobInputError(failures[0])
     return result

@@ -226,6 +226,14 @@ def load(path, trainer):
                 '{}: the snapshot holds no {}; it was written by another '
                 'version of this trainer; start in a new output directory'
                 .format(path, e.args[0])) from None
+        except (ValueError, TypeError, OSError, zipfile.BadZipFile) as e:
+            # an extension's own reading of its value (LogReport's JSON),
+            # or a member that does not decompress
+            raise InputError('{}: the snapshot holds a value this trainer '
+                             'cannot read ({}: {})'.format(
+                                 path, type(e).__name__,
+                                 str(e).splitlines()[0] if str(e) else ''
+                             )) from None
 
 
 class RunConfiguration(extension.Extension):

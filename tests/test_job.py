@@ -51,12 +51,18 @@ def test_agree_raises_the_first_failure_of_another_worker():
     assert issubclass(job.JobInputError, InputError)
 
 
-def test_agree_lets_other_errors_through():
+def test_agree_raises_other_errors_after_the_others_learn_of_them():
     def check():
         raise KeyError('bug')
-    comm = FakeComm(0, [None])
+    comm = FakeComm(1, [None])
     with pytest.raises(KeyError):
         job.agree(comm, check)
+    # what the other workers received instead of waiting for this one
+    assert comm.gathered == ["worker 1 failed (KeyError: 'bug')"]
+    other = FakeComm(0, [comm.gathered[0]])
+    with pytest.raises(job.JobInputError,
+                       match=r"^worker 1 failed \(KeyError: 'bug'\)$"):
+        job.agree(other, lambda: 'fine')
 
 
 def test_node_ranks_names_each_nodes_ranks_in_order():

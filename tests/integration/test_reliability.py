@@ -290,6 +290,31 @@ def test_resume_from_a_snapshot_that_lacks_a_value_is_refused(demo_snapshot,
         assert f.read() == before  # nothing written before is lost
 
 
+def test_a_snapshot_only_rank_0_cannot_read_ends_every_worker(tmp_path):
+    """LogReport reads its log from a snapshot as JSON, on rank 0 alone: a
+    snapshot whose log is not JSON fails there only, and every worker ends
+    with its one line instead of waiting for rank 0 in a collective."""
+    out = str(tmp_path / 'run')
+    run_mpi(2, SMALL + ['--iterations', '1', '--snapshot-iterations', '1',
+                        '--out', out])
+    bad = str(tmp_path / 'snapshot_iter_1')
+    with numpy.load(os.path.join(out, 'snapshot_iter_1')) as snapshot:
+        values = {k: snapshot[k] for k in snapshot.files}
+    values['extensions/LogReport/_log'] = numpy.array('not json')
+    numpy.savez(bad, **values)
+    os.rename(bad + '.npz', bad)
+    proc = run_mpi(2, SMALL + ['--iterations', '2', '--resume', bad,
+                               '--out', str(tmp_path / 'resumed')],
+                   check=False, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert 'Traceback' not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if 'error:' in line]
+    assert errors == [
+        'train_imagenet.py: error: --resume {}: the snapshot holds a value '
+        'this trainer cannot read (JSONDecodeError: Expecting value: line 1 '
+        'column 1 (char 0))'.format(bad)], proc.stderr
+
+
 def test_resume_from_a_damaged_or_foreign_file_is_refused(tmp_path):
     torn = tmp_path / 'snapshot_iter_5'
     torn.write_bytes(b'PK\x03\x04 torn')
