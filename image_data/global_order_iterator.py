@@ -178,6 +178,10 @@ class GlobalOrderIterator(chainer.dataset.Iterator):
         self.is_new_epoch = serializer('is_new_epoch', self.is_new_epoch)
         self._previous_epoch_detail = serializer(
             'previous_epoch_detail', self._previous_epoch_detail)
+        if self.position >= len(self.dataset):
+            # a snapshot of a larger training set (--allow-new-dataset):
+            # its epoch goes on past this set's end, so the next one starts
+            self.epoch, self.position = self.epoch + 1, 0
         self._micro_batch = 0
         self._pending = None
 

@@ -74,6 +74,21 @@ def test_serialized_state_resumes_the_same_sequence(tmp_path):
     assert fresh.epoch_detail == its[1].epoch_detail
 
 
+def test_a_state_past_a_smaller_sets_end_starts_its_next_epoch(tmp_path):
+    """A snapshot of a larger training set, resumed on a smaller one
+    (--allow-new-dataset): the run goes on at the next epoch's start."""
+    its, _ = run(1, 40, 3, updates=10)  # position 30 of epoch 0
+    path = str(tmp_path / 'it.npz')
+    chainer.serializers.save_npz(path, its[0])
+    smaller = image_data.GlobalOrderIterator(list(range(12)), 3,
+                                             index_transform)
+    chainer.serializers.load_npz(path, smaller)
+    assert (smaller.epoch, smaller.position) == (1, 0)
+    assert sorted(i for _ in range(4) for i, draw in next(smaller)) == list(
+        range(12))
+    assert smaller.epoch_detail == 2
+
+
 def test_loader_processes_give_the_same_batches():
     _, here = run(2, 13, 2, updates=9)
     its, pooled = run(2, 13, 2, updates=9, n_processes=2)
