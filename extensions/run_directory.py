@@ -139,7 +139,12 @@ def claim(directory):
         os.getpid(), socket.gethostname(),
         time.strftime('%Y-%m-%d %H:%M:%S')))
     lock.flush()
-    remove_leftovers(directory)
+    try:
+        remove_leftovers(directory)
+        refuse_links(directory)
+    except FileInTheWay:
+        lock.close()
+        raise
     return lock
 
 
@@ -150,12 +155,27 @@ LEFTOVERS = re.compile(r'^\.(.+\.tmp\d+(\.png)?|space_test\d+)$')
 
 
 def remove_leftovers(directory):
-    """Remove the regular files of :data:`LEFTOVERS` from ``directory``
-    (whose lock this process holds, so no writer of it is alive)."""
+    """Remove what bears a name of :data:`LEFTOVERS` in ``directory`` (whose
+    lock this process holds, so no writer of it is alive), folders aside: a
+    link is removed, not what it points to."""
     for name in os.listdir(directory):
         path = os.path.join(directory, name)
-        if LEFTOVERS.match(name) and stat.S_ISREG(os.lstat(path).st_mode):
+        if LEFTOVERS.match(name) and not stat.S_ISDIR(os.lstat(path).st_mode):
             os.remove(path)
+
+
+def refuse_links(directory):
+    """Raise :class:`FileInTheWay` for the first symbolic link in
+    ``directory``: the log, plots, model, records and TensorBoard folder
+    would be written through it, outside the directory. Snapshot names are
+    left to the snapshot reader, which skips what is not a regular file, and
+    whose writer replaces the link itself."""
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if os.path.islink(path) and snapshot_files.iteration_of(name) is None:
+            raise FileInTheWay(directory, '{} is a symbolic link; the '
+                               'trainer writes through none in --out: '
+                               'remove it'.format(path))
 
 
 def run_files(directory):

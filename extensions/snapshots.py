@@ -226,6 +226,8 @@ def load(path, trainer):
                 '{}: the snapshot holds no {}; it was written by another '
                 'version of this trainer; start in a new output directory'
                 .format(path, e.args[0])) from None
+        except InputError:  # a ValueError that names its value already
+            raise
         except (ValueError, TypeError, OSError, zipfile.BadZipFile) as e:
             # an extension's own reading of its value (LogReport's JSON),
             # or a member that does not decompress

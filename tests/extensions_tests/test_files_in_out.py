@@ -2,6 +2,7 @@
 a FIFO, snapshot candidates only when regular files, a killed writer's
 temporary files removed by the next run."""
 import os
+import re
 import threading
 
 import chainer
@@ -65,3 +66,34 @@ def test_a_killed_writers_temporary_files_are_removed(tmp_path):
     lock = run_directory.claim(str(tmp_path))
     lock.close()
     assert sorted(os.listdir(str(tmp_path))) == sorted(kept + ['.lock'])
+
+
+def test_a_killed_writers_temporary_link_goes_and_its_target_stays(tmp_path):
+    target = tmp_path / 'precious'
+    target.write_text('keep me\n')
+    out = tmp_path / 'out'
+    out.mkdir()
+    os.symlink(str(target), str(out / '.loss.png.tmp0.png'))
+    run_directory.claim(str(out)).close()
+    assert os.listdir(str(out)) == ['.lock']
+    assert target.read_text() == 'keep me\n'
+
+
+@pytest.mark.parametrize('name', ['log', 'loss.png', 'model.npz',
+                                  'tensorboard', 'snapshot_iter_best'])
+def test_a_link_the_trainer_would_write_through_is_refused(tmp_path, name):
+    target = tmp_path / 'precious'
+    target.mkdir()
+    out = tmp_path / 'out'
+    out.mkdir()
+    os.symlink(str(target), str(out / name))
+    with pytest.raises(run_directory.FileInTheWay,
+                       match=r'^{} is a symbolic link; the trainer writes '
+                       r'through none in --out: remove it$'.format(
+                           re.escape(str(out / name)))):
+        run_directory.claim(str(out))
+    assert os.listdir(str(target)) == []
+    # a snapshot's name is the snapshot reader's to skip
+    os.remove(str(out / name))
+    os.symlink(str(target), str(out / 'snapshot_iter_7'))
+    run_directory.claim(str(out)).close()
