@@ -94,6 +94,20 @@ def load(path):
     except (OSError, ValueError, EOFError) as e:
         raise InputError('{}: not a model.npz or snapshot ({})'.format(
             path, e))
+    try:
+        return _load(archive, path)
+    except InputError:
+        raise
+    except (KeyError, TypeError, ValueError, OSError, EOFError,
+            zipfile.BadZipFile) as e:  # a member damaged or of another kind
+        text = str(e.args[0] if isinstance(e, KeyError) and e.args else e)
+        raise InputError('{}: a damaged model or one this code did not write '
+                         '({}: {})'.format(path, type(e).__name__,
+                                           text.splitlines()[0] if text
+                                           else '')) from None
+
+
+def _load(archive, path):
     with archive:
         keys = set(archive.files)
         if METADATA + 'format' in keys:
@@ -136,7 +150,26 @@ def _read_metadata(archive, path):
             metadata[key] = json.loads(metadata[key])
     if 'mean' in metadata:
         metadata['mean'] = numpy.asarray(metadata['mean'], numpy.float32)
+    _check_preprocessing(metadata, path)
     return metadata
+
+
+def _check_preprocessing(metadata, path):
+    """InputError unless the crop fits the resized side and the mean is
+    per channel or per pixel of it, in 0..255, as the trainer wrote them."""
+    crop, resize = metadata.get('crop_size'), metadata.get('resize')
+    if crop is not None and resize is not None and not (
+            0 < int(crop) <= int(resize)):
+        raise InputError('{}: crop size {} does not fit its resized side {}'
+                         .format(path, crop, resize))
+    mean = metadata.get('mean')
+    if mean is not None and (
+            mean.shape not in ((3,), (3, resize, resize)) or
+            not numpy.isfinite(mean).all() or mean.min() < 0 or
+            mean.max() > 255):
+        raise InputError('{}: its mean (shape {}) is not a (3,) or (3, {}, '
+                         '{}) mean of 8-bit pixels'.format(
+                             path, mean.shape, resize, resize))
 
 
 def _build(metadata, path):
@@ -154,12 +187,42 @@ def _network(archive, path, metadata, prefix=''):
     return network
 
 
+#: The .npy header reader of each format version NumPy's savez writes.
+_HEADER_READERS = {(1, 0): numpy.lib.format.read_array_header_1_0,
+                   (2, 0): numpy.lib.format.read_array_header_2_0}
+
+
 def _deserialize(link, archive, path, prefix):
+    for name, value in _arrays(link):
+        key = prefix + name
+        if key + '.npy' in archive.zip.namelist():
+            with archive.zip.open(key + '.npy') as member:
+                header = _HEADER_READERS.get(
+                    numpy.lib.format.read_magic(member))
+                shape = header(member)[0] if header else value.shape
+            if shape != value.shape:  # Chainer's loader would broadcast it
+                raise InputError('{}: {} has shape {}, the {} holds {}'
+                                 .format(path, key, shape,
+                                         type(link).__name__, value.shape))
     try:
         link.serialize(npz.NpzDeserializer(archive, path=prefix))
     except (KeyError, ValueError) as e:
         raise InputError('{}: does not fit the {} it describes ({})'.format(
             path, type(link).__name__, str(e).strip("'")))
+
+
+def _arrays(link):
+    """``(name, array)`` of every parameter and persistent array of
+    ``link``, named as :class:`~chainer.serializers.NpzDeserializer` reads
+    them (``res2/a/conv1/W``)."""
+    for path, sub in link.namedlinks():
+        for name, param in sub.namedparams(include_uninit=False):
+            if '/' not in name.strip('/'):
+                yield (path + name).strip('/'), param.array
+        for name in sub._persistent:
+            value = sub.__dict__[name]
+            if isinstance(value, numpy.ndarray):
+                yield (path + '/' + name).strip('/'), value
 
 
 def _from_snapshot(archive, path):

@@ -94,6 +94,53 @@ def test_a_file_this_code_did_not_write_is_one_line(tmp_path, content,
         'trainer wrote' in proc.stderr and 'Traceback' not in proc.stderr
 
 
+def flipped_byte(path):
+    """``path`` with one byte of its first compressed member changed."""
+    with open(path, 'rb') as f:
+        data = bytearray(f.read())
+    data[200] ^= 0xff
+    return bytes(data)
+
+
+@pytest.mark.parametrize('changes, message', [
+    ({'conv1/W': numpy.float32(1)},
+     r'conv1/W has shape \(\), the ResNet50 holds \(8, 3, 7, 7\)$'),
+    ({'metadata/arch': numpy.array(['resnet50'])},
+     r"a damaged model or one this code did not write \(TypeError: "
+     r"unhashable type: 'list'\)$"),
+    ({'metadata/recipe': numpy.array('not json')},
+     r'a damaged model or one this code did not write \(JSONDecodeError: '),
+    ({'metadata/mean': numpy.array([numpy.nan, 1, 2], numpy.float32)},
+     r'its mean \(shape \(3,\)\) is not a \(3,\) or \(3, 37, 37\) '
+     r'mean of 8-bit pixels$'),
+    ({'metadata/crop_size': numpy.array(64)},
+     r'crop size 64 does not fit its resized side 37$'),
+    ('flipped byte', r'a damaged model or one this code did not write '
+     r'\((BadZipFile|error): '),
+])
+def test_a_damaged_or_foreign_model_is_one_line(trained, tmp_path,
+                                                changes, message):
+    """What Chainer's loader would broadcast, or fail on with a traceback,
+    through eval_imagenet.py, and the model is left as it was."""
+    out, _ = trained
+    path = tmp_path / 'model.npz'
+    if changes == 'flipped byte':
+        path.write_bytes(flipped_byte(os.path.join(out, 'model.npz')))
+    else:
+        with numpy.load(os.path.join(out, 'model.npz')) as archive:
+            values = dict({k: archive[k] for k in archive.files}, **changes)
+        numpy.savez(str(path), **values)
+    before = path.read_bytes()
+    proc = evaluate(str(path), VAL)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert 'Traceback' not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and re.match(
+        r'eval_imagenet\.py: error: {}: {}'.format(re.escape(str(path)),
+                                                   message), lines[0]), lines
+    assert path.read_bytes() == before
+
+
 def test_eval_names_a_bad_flag_in_one_line(trained, tmp_path):
     out, _ = trained
     model = os.path.join(out, 'model.npz')
