@@ -44,6 +44,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 import weakref
 
 import chainer
@@ -167,6 +168,11 @@ def _world():
     return MPI.COMM_WORLD
 
 
+def one_line_warning(message, category, filename, lineno, line=None):
+    """``PROG: warning: message``: a warning reads as the errors do."""
+    return '{}: warning: {}\n'.format(os.path.basename(sys.argv[0]), message)
+
+
 def _error(message):
     print('{}: error: {}'.format(os.path.basename(sys.argv[0]), message),
           file=sys.stderr)
@@ -233,7 +239,8 @@ LAUNCHED = ('OMPI_COMM_WORLD_SIZE', 'PMIX_RANK', 'PMI_RANK', 'PMI_SIZE')
 
 
 def prepare_process(loaders):
-    """Ready this process before MPI starts. Without a launcher, Open MPI's
+    """Ready this process before MPI starts; its warnings are one line
+    (:func:`one_line_warning`). Without a launcher, Open MPI's
     shared-memory transport is off (its 16 MiB file would stay in /dev/shm,
     with no daemon to remove it). Temporary files go to the job's session
     folder. The resource tracker (it removes the shared-memory index of a
@@ -243,6 +250,7 @@ def prepare_process(loaders):
     if not any(name in os.environ for name in LAUNCHED):
         os.environ.setdefault('OMPI_MCA_btl', 'self')
     sys.warnoptions.append('ignore:resource_tracker:UserWarning')
+    warnings.formatwarning = one_line_warning
     use_the_jobs_session_directory()
     remove_leaked_semaphores()
     with signal_stop.ignoring():

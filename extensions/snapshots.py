@@ -107,11 +107,21 @@ def latest_snapshot(outdir):
 
 def resume_path(resume, outdir):
     """The snapshot ``resume`` names (``'auto'``: the newest intact one in
-    ``outdir``, or None), checked to be a readable file."""
+    ``outdir``, or None where it holds none; InputError where it holds
+    snapshots and none is intact), checked to be a readable file."""
     if resume is None:
         return None
     if resume == 'auto':
-        return latest_snapshot(outdir)
+        path = latest_snapshot(outdir)
+        damaged = [name for name in snapshot_files.in_order(
+            os.listdir(outdir) if os.path.isdir(outdir) else [])
+            if is_regular(os.path.join(outdir, name))]
+        if path is None and damaged:  # starting afresh would overwrite them
+            raise InputError(
+                '{}: every snapshot in it is damaged ({}); resume from one '
+                'with --resume FILE, or move them away to start afresh'
+                .format(outdir, ', '.join(damaged)))
+        return path
     if os.path.isdir(resume):
         raise InputError('{}: a directory, expected a snapshot file '
                          '(or auto)'.format(resume))

@@ -258,3 +258,12 @@ def test_leaked_semaphores_are_removed_and_live_ones_kept(tmp_path):
             mapped.close()
     assert sorted(os.listdir(str(tmp_path))) == [
         'other-file', 'sem.mp-mapped', 'sem.mp-young']
+
+
+def test_a_warning_is_one_line_as_the_errors_are(monkeypatch):
+    monkeypatch.setattr(sys, 'argv', ['/x/train_imagenet.py'])
+    assert job.one_line_warning(
+        UserWarning('skipping damaged snapshot out/snapshot_iter_9'),
+        UserWarning, '/x/extensions/snapshots.py', 104) == (
+        'train_imagenet.py: warning: skipping damaged snapshot '
+        'out/snapshot_iter_9\n')

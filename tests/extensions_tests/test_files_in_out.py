@@ -51,6 +51,25 @@ def test_resume_auto_skips_what_is_not_a_regular_file(tmp_path):
     assert found == [str(tmp_path / 'snapshot_iter_5')]
 
 
+def test_resume_auto_over_only_damaged_snapshots_is_refused(tmp_path):
+    """Starting afresh there would overwrite the run's log and prune its
+    snapshots; a directory without snapshots starts afresh."""
+    assert snapshots.resume_path('auto', str(tmp_path)) is None
+    (tmp_path / 'log').write_text('[]')
+    assert snapshots.resume_path('auto', str(tmp_path)) is None
+    (tmp_path / 'snapshot_iter_90').write_bytes(b'PK\x03\x04 torn')
+    with pytest.warns(UserWarning, match='skipping damaged snapshot'):
+        with pytest.raises(snapshots.InputError, match=r'^{}: every snapshot '
+                           r'in it is damaged \(snapshot_iter_90\); resume '
+                           r'from one with --resume FILE'.format(
+                               re.escape(str(tmp_path)))):
+            snapshots.resume_path('auto', str(tmp_path))
+    write_snapshot(str(tmp_path / 'snapshot_iter_5'))
+    with pytest.warns(UserWarning, match='skipping damaged snapshot'):
+        assert snapshots.resume_path('auto', str(tmp_path)) == str(
+            tmp_path / 'snapshot_iter_5')
+
+
 def test_resume_of_a_fifo_is_one_line(tmp_path):
     os.mkfifo(str(tmp_path / 'snap'))
     with pytest.raises(snapshots.InputError, match='not a regular file'):
