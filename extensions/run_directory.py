@@ -46,6 +46,18 @@ class HoldsAnotherRun(InputError):
             '{} holds another run ({})'.format(directory, ', '.join(found)))
 
 
+class LaterSnapshots(InputError):
+    """A resume from a snapshot of the directory's run that has later ones:
+    the resumed run's pruning would delete the older snapshots first, its
+    own start among them, and ``--resume auto`` would take up the later."""
+
+    def __init__(self, directory, resume, later):
+        super(LaterSnapshots, self).__init__(
+            '{} holds later snapshots of the run ({}); resume from it into '
+            'another --out (--out NEW --resume {}), or move them away'.format(
+                directory, ', '.join(later), resume))
+
+
 class FileInTheWay(InputError):
     """The directory, or a folder on its path, is a file; or ``what`` is in
     the way (its lock file is a link or not a regular file)."""
@@ -192,14 +204,21 @@ def check_not_another_run(directory, resume):
     ``resume`` (a snapshot path, ``'auto'`` or None) does not continue it.
 
     ``'auto'`` continues the run in ``directory``, and so does a snapshot
-    that lies in it; starting afresh, or from a snapshot elsewhere, would
-    prune its snapshots and overwrite its log.
+    that lies in it, unless later snapshots lie there too
+    (:class:`LaterSnapshots`); starting afresh, or from a snapshot
+    elsewhere, would prune its snapshots and overwrite its log.
     """
     found = run_files(directory)
     if not found or resume == 'auto':
         return
     if resume is not None and os.path.realpath(os.path.dirname(
             os.path.abspath(resume))) == os.path.realpath(directory):
+        start = snapshot_files.iteration_of(os.path.basename(resume))
+        later = [name for name in snapshot_files.in_order(found)
+                 if start is not None and
+                 snapshot_files.iteration_of(name) > start]
+        if later:  # pruning and --resume auto would take them for its own
+            raise LaterSnapshots(directory, resume, later)
         return
     newest = snapshot_files.in_order(found)[-1:]
     raise HoldsAnotherRun(directory, newest + [

@@ -83,6 +83,23 @@ def test_another_run_is_refused(tmp_path, files, resume, refused):
         here, ', '.join(newest + ['log'] * ('log' in files)))
 
 
+def test_a_rollback_among_later_snapshots_is_refused(tmp_path):
+    """Resuming from snapshot 3000 beside 4000 and 5000: pruning would
+    delete 3000 first and --resume auto would take up 5000 again."""
+    for name in ('snapshot_iter_3000', 'snapshot_iter_4000',
+                 'snapshot_iter_5000', 'log'):
+        (tmp_path / name).write_text('')
+    start = str(tmp_path / 'snapshot_iter_3000')
+    with pytest.raises(run_directory.LaterSnapshots) as info:
+        run_directory.check_not_another_run(str(tmp_path), start)
+    assert str(info.value) == (
+        '{} holds later snapshots of the run (snapshot_iter_4000, '
+        'snapshot_iter_5000); resume from it into another --out (--out NEW '
+        '--resume {}), or move them away'.format(tmp_path, start))
+    run_directory.check_not_another_run(
+        str(tmp_path), str(tmp_path / 'snapshot_iter_5000'))
+
+
 def test_free_space(tmp_path):
     run_directory.check_free_space(str(tmp_path), 1)
     with pytest.raises(run_directory.NoSpace,
