@@ -95,10 +95,22 @@ def load(path, side):
                          'python -m image_data.in_memory writes ({})'
                          .format(path, e))
     if images.dtype != numpy.uint8 or images.ndim != 4 \
-            or images.shape[3] != 3 or len(labels) != len(images):
+            or images.shape[3] != 3 or labels.shape != images.shape[:1] \
+            or labels.dtype.kind not in 'iu' or len(images) == 0:
         raise InputError('dataset {}: expected uint8 images (N, side, side, '
-                         '3) and N labels, got {} {} and {} labels'.format(
-                             path, images.dtype, images.shape, len(labels)))
+                         '3) and N integer labels, N > 0, got {} {} and '
+                         '{} {} labels'.format(path, images.dtype,
+                                               images.shape, labels.dtype,
+                                               labels.shape))
+    bad = numpy.flatnonzero((labels < 0) |
+                            (labels > numpy.iinfo(numpy.int32).max))
+    if len(bad):
+        raise InputError('dataset {}: label {} of image {} is not a class '
+                         'index'.format(path, labels[bad[0]], bad[0]))
+    if not isinstance(class_names, list) or not all(
+            isinstance(name, str) for name in class_names):
+        raise InputError('dataset {}: class_names is not a list of names'
+                         .format(path))
     if images.shape[1:3] != (side, side):
         raise InputError(
             'dataset {}: images are {}x{} px, this crop size needs {} (pack '

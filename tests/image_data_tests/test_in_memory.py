@@ -64,18 +64,38 @@ def test_another_crop_size_is_refused_with_the_side_it_needs(folders,
         in_memory.load(out, 73)
 
 
+IMAGES = numpy.zeros((2, 5, 5, 3), numpy.uint8)
+
+
 @pytest.mark.parametrize('content, expected', [
     (b'not a zip', 'not an .npz (no zip archive), as python -m '
      'image_data.in_memory writes'),
-    (None, 'expected uint8 images (N, side, side, 3) and N labels, got uint8 '
-     '(2, 5, 5) and 2 labels'),
+    (dict(images=IMAGES[..., 0], labels=numpy.zeros(2, int)),
+     'expected uint8 images (N, side, side, 3) and N integer labels, N > 0, '
+     'got uint8 (2, 5, 5) and int64 (2,) labels'),
+    (dict(images=IMAGES, labels=numpy.array([1.7, 0.])),
+     'expected uint8 images (N, side, side, 3) and N integer labels, N > 0, '
+     'got uint8 (2, 5, 5, 3) and float64 (2,) labels'),
+    (dict(images=IMAGES, labels=numpy.array(['a', 'b'])),
+     'expected uint8 images (N, side, side, 3) and N integer labels, N > 0, '
+     'got uint8 (2, 5, 5, 3) and <U1 (2,) labels'),
+    (dict(images=IMAGES, labels=numpy.zeros((2, 1), int)),
+     'expected uint8 images (N, side, side, 3) and N integer labels, N > 0, '
+     'got uint8 (2, 5, 5, 3) and int64 (2, 1) labels'),
+    (dict(images=IMAGES[:0], labels=numpy.zeros(0, int)),
+     'expected uint8 images (N, side, side, 3) and N integer labels, N > 0, '
+     'got uint8 (0, 5, 5, 3) and int64 (0,) labels'),
+    (dict(images=IMAGES, labels=numpy.array([0, 2 ** 32])),
+     'label 4294967296 of image 1 is not a class index'),
+    (dict(images=IMAGES, labels=numpy.zeros(2, int),
+          class_names=numpy.array(3)),
+     'class_names is not a list of names'),
 ])
 def test_a_file_that_is_not_a_packed_set_is_one_line(tmp_path, content,
                                                      expected):
     path = tmp_path / 'bad.npz'
-    if content is None:
-        numpy.savez(str(path), images=numpy.zeros((2, 5, 5), numpy.uint8),
-                    labels=numpy.zeros(2))
+    if isinstance(content, dict):
+        numpy.savez(str(path), **content)
     else:
         path.write_bytes(content)
     with pytest.raises(InputError) as e:
