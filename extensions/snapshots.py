@@ -343,10 +343,22 @@ def stored_configuration(path, name='run_configuration'):
     prefix = 'extensions/{}/'.format(name)
     try:
         with numpy.load(path) as archive:
-            return {key[len(prefix):]: archive[key].item()
-                    for key in archive.files if key.startswith(prefix)}
+            stored = {key[len(prefix):]: archive[key].item()
+                      for key in archive.files if key.startswith(prefix)}
     except (ValueError, OSError, zipfile.BadZipFile) as e:
         raise InputError('{}: not a readable snapshot ({})'.format(path, e))
+    for key in COUNT_KEYS:
+        value = stored.get(key, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or \
+                value < 1:
+            raise InputError('{}: its {} is {!r}, expected a positive count; '
+                             'the snapshot is not one this trainer wrote'
+                             .format(path, key, value))
+    return stored
+
+
+#: The run configuration's counts, which the split of the total reads.
+COUNT_KEYS = ('workers', 'accumulate', 'batchsize', 'n_class')
 
 
 def virtual_workers_per_worker(path, workers):
@@ -357,6 +369,9 @@ def virtual_workers_per_worker(path, workers):
         raise InputError('no snapshot to resume from, so no total to keep; '
                          'give the micro-batches per worker')
     stored = stored_configuration(path)
+    if not {'workers', 'accumulate'} <= set(stored):
+        raise InputError('{}: not a snapshot of this trainer (it records no '
+                         'workers and micro-batches)'.format(path))
     total = stored['workers'] * stored['accumulate']
     if total % workers:
         raise InputError(

@@ -1,6 +1,7 @@
 """extensions.snapshots: atomic writes, finding the snapshot to resume from,
 and the checks that refuse a snapshot or an output directory."""
 import os
+import re
 
 import chainer
 import numpy
@@ -84,6 +85,20 @@ def test_a_snapshot_of_the_same_total_on_another_split_is_accepted(
     with pytest.raises(InputError, match='its 8 virtual workers \\(4 workers '
                        'x 2 micro-batches\\) do not divide among 3 workers'):
         snapshots.virtual_workers_per_worker(path, 3)
+
+
+@pytest.mark.parametrize('key, value, shown', [
+    ('workers', '2', "'2'"), ('workers', 0, '0'), ('accumulate', 2.5, '2.5'),
+    ('batchsize', True, 'True')])
+def test_a_snapshot_whose_counts_are_not_counts_is_refused(tmp_path, key,
+                                                           value, shown):
+    path = snapshot_in(tmp_path, 3, **{key: value})
+    message = r'^{}: its {} is {}, expected a positive count'.format(
+        re.escape(path), key, re.escape(shown))
+    with pytest.raises(InputError, match=message):
+        snapshots.virtual_workers_per_worker(path, 1)
+    with pytest.raises(InputError, match=message):
+        snapshots.find_resume(path, str(tmp_path), configuration())
 
 
 def test_a_given_snapshot_that_matches(tmp_path):
