@@ -1,9 +1,9 @@
 """The output directory of one run: its lock, its owner and its free space.
 
-A run's directory holds its ``log`` and ``snapshot_iter_*`` files. A new run
-must not write there: the snapshot extension prunes the oldest snapshots and
-the log is rewritten, so another run's results would be lost. Two rules keep
-them:
+A run's directory holds its ``log``, ``model.npz`` and ``snapshot_iter_*``
+files. A new run must not write there: the snapshot extension prunes the
+oldest snapshots and the log and model are rewritten, so another run's
+results would be lost. Two rules keep them:
 
 - :func:`claim` takes an exclusive ``flock`` on ``<dir>/.lock`` for the life
   of the process. The kernel releases it when the process ends, however it
@@ -25,8 +25,10 @@ from errors import InputError
 from extensions import snapshot_files
 
 LOCK_NAME = '.lock'
-#: Files whose presence means the directory holds a run.
-RUN_FILES = ('log', snapshot_files.GLOB)
+#: Files whose presence means the directory holds a run: its log, its
+#: finished network (``snapshots.MODEL_NAME``, which a new run would
+#: replace, also when it starts from it with --initmodel) and snapshots.
+RUN_FILES = ('log', 'model.npz', snapshot_files.GLOB)
 
 
 class DirectoryInUse(InputError):

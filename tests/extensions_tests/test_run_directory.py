@@ -59,6 +59,7 @@ def test_a_killed_holder_releases_the_lock(tmp_path):
     ([], None, False),
     (['.lock', 'launch.sh', 'job.log', 'hostfile'], None, False),
     (['log'], None, True),
+    (['model.npz'], None, True),
     (['snapshot_iter_3', 'snapshot_iter_12', 'log'], None, True),
     (['snapshot_iter_3'], 'auto', False),
     (['snapshot_iter_3'], '{here}/snapshot_iter_3', False),
@@ -80,7 +81,8 @@ def test_another_run_is_refused(tmp_path, files, resume, refused):
     newest = [f for f in files if f == 'snapshot_iter_12'] or [
         f for f in files if f.startswith('snapshot')]
     assert str(info.value) == '{} holds another run ({})'.format(
-        here, ', '.join(newest + ['log'] * ('log' in files)))
+        here, ', '.join(newest + [f for f in files
+                                  if f in ('log', 'model.npz')]))
 
 
 def test_a_rollback_among_later_snapshots_is_refused(tmp_path):
