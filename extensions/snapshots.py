@@ -28,7 +28,19 @@ MODEL_NAME = 'model.npz'
 
 
 class AtomicWriter(snapshot_writers.Writer):
-    """Writes ``outdir/filename`` via a temporary file, fsync and rename."""
+    """Writes ``outdir/filename`` via a temporary file, fsync and rename.
+
+    With ``keep`` (for snapshots), it then removes the older snapshots
+    beyond the newest ``keep``: by iteration, among the regular files named
+    ``snapshot_iter_N`` up to the one written. Chainer's own pruning goes by
+    file time over every name that starts ``snapshot_iter_`` (a user's
+    ``snapshot_iter_best``, a folder) and would delete a resumed run's
+    snapshots before a damaged later one that ``--resume auto`` skipped.
+    """
+
+    def __init__(self, keep=None):
+        super(AtomicWriter, self).__init__()
+        self.keep = keep
 
     def __call__(self, filename, outdir, target):
         path = os.path.join(outdir, filename)
@@ -54,7 +66,18 @@ class AtomicWriter(snapshot_writers.Writer):
             os.fsync(directory)
         finally:
             os.close(directory)
+        if self.keep and self.keep > 0:
+            self._prune(outdir, snapshot_files.iteration_of(filename))
         self._post_save()
+
+    def _prune(self, outdir, written):
+        if written is None:
+            return
+        older = [name for name in snapshot_files.in_order(os.listdir(outdir))
+                 if snapshot_files.iteration_of(name) <= written and
+                 is_regular(os.path.join(outdir, name))]
+        for name in older[:-self.keep]:
+            _remove(os.path.join(outdir, name))
 
 
 def _remove(path):
@@ -65,10 +88,10 @@ def _remove(path):
 
 
 def snapshot(keep):
-    """The trainer snapshot extension, keeping the newest ``keep`` files."""
+    """The trainer snapshot extension, keeping the newest ``keep`` files
+    (:class:`AtomicWriter`; all of them where ``keep`` is not positive)."""
     return chainer.training.extensions.snapshot(
-        filename=snapshot_files.PATTERN, writer=AtomicWriter(),
-        n_retains=keep)
+        filename=snapshot_files.PATTERN, writer=AtomicWriter(keep))
 
 
 def is_intact(path):

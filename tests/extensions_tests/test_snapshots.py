@@ -58,6 +58,24 @@ def test_auto_without_snapshots_starts_afresh(tmp_path):
                                  configuration()) is None
 
 
+def test_the_writer_keeps_the_newest_by_iteration_and_only_snapshots(
+        tmp_path):
+    """Older snapshots beyond ``keep`` go, oldest iteration first whatever
+    their file times; a later one (a damaged one --resume auto skipped), a
+    user's file and a folder under the prefix stay."""
+    for iteration in (3000, 1000, 2000, 5000):
+        snapshot_in(tmp_path, iteration)
+    (tmp_path / 'snapshot_iter_best').write_bytes(b'mine')
+    (tmp_path / 'snapshot_iter_9x').mkdir()
+    serializer = chainer.serializers.DictionarySerializer()
+    serializer('iteration', 3100)
+    snapshots.AtomicWriter(keep=2)('snapshot_iter_3100', str(tmp_path),
+                                   serializer.target)
+    assert sorted(os.listdir(str(tmp_path))) == [
+        'snapshot_iter_3000', 'snapshot_iter_3100', 'snapshot_iter_5000',
+        'snapshot_iter_9x', 'snapshot_iter_best']
+
+
 def test_auto_takes_the_newest_intact_snapshot(tmp_path):
     for iteration in (3, 12, 6, 20):
         snapshot_in(tmp_path, iteration)
