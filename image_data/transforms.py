@@ -62,6 +62,10 @@ def load_mean(path, resize):
     if mean.dtype.kind not in 'biuf':
         raise InputError('{}: expected numbers, got a {} array'.format(
             path, mean.dtype))
+    if mean.size == 0:
+        raise InputError('{}: an empty array of shape {}; expected (3,) or '
+                         '(3, {}, {})'.format(path, mean.shape, resize,
+                                              resize))
     if not numpy.isfinite(mean.astype(numpy.float32)).all():
         raise InputError('{}: holds values that are not finite in float32, '
                          'as the transforms use them'.format(path))

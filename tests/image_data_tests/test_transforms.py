@@ -76,6 +76,8 @@ def test_mean_file_of_wrong_shape_is_refused(tmp_path):
     (lambda path: numpy.save(path, numpy.array([1, 1e39, 3])),
      'holds values that are not finite in float32, as the transforms use '
      'them'),
+    (lambda path: numpy.save(path, numpy.zeros((0, 3))),
+     'an empty array of shape (0, 3); expected (3,) or (3, 36, 36)'),
     (lambda path: numpy.save(path, numpy.array([1, 1e30, 3])),
      'holds values outside 0..255 (from 1 to 1e+30); expected a mean of '
      '8-bit pixels'),
