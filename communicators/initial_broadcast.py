@@ -53,7 +53,7 @@ def nccl_broadcast(comm):
 
     def bcast(flat):
         comm.nccl_comm.bcast(
-            flat.data.ptr, flat.size,
+            segmented.address(flat), flat.size,
             _communication_utility._get_nccl_type_id(flat.dtype), 0,
             cuda.Stream.null.ptr)
     return bcast

@@ -10,9 +10,9 @@ elements, and unpacks multiplying by ``1 / (s p)`` in one kernel: the
 kernels of :mod:`half_precision.segmented`, over a table of the gradients,
 so the launches per update do not grow with the number of parameters.
 """
+import chainer
 import numpy
 
-from chainer.backends import cuda
 from chainermn.communicators.pure_nccl_communicator import \
     PureNcclCommunicator
 
@@ -66,20 +66,23 @@ class PureNcclFp16Communicator(PureNcclCommunicator):
         half = self.gpu_buffer_b.array(n, dtype=_FLOAT16)
         with stream:
             peaks = segmented.max_abs(grads)
-            self.nccl_comm.allReduce(peaks.data.ptr, peaks.data.ptr,
-                                     peaks.size, nccl.NCCL_FLOAT32,
-                                     nccl.NCCL_MAX, stream.ptr)
+            self.nccl_comm.allReduce(segmented.address(peaks),
+                                     segmented.address(peaks), peaks.size,
+                                     nccl.NCCL_FLOAT32, nccl.NCCL_MAX,
+                                     stream.ptr)
             scales = scaling.scales(peaks, self.size)
             inverses = scaling.inverses(scales, self.size)
             segmented.scale_pack(grads, scales, half)
-            self.nccl_comm.allReduce(half.data.ptr, half.data.ptr, n,
+            self.nccl_comm.allReduce(segmented.address(half),
+                                     segmented.address(half), n,
                                      nccl.NCCL_FLOAT16, nccl.NCCL_SUM,
                                      stream.ptr)
             count = segmented.count_non_finite(half)
         stream.synchronize()
         count = int(count)
         if count:
-            first = int(cuda.cupy.argmax(~cuda.cupy.isfinite(half)))
+            xp = chainer.backend.get_array_module(half)
+            first = int(xp.argmax(~xp.isfinite(half)))
             raise NonFiniteGradientError.at(count, first, named)
         with stream:
             segmented.unpack(half, inverses, grads)

@@ -209,8 +209,9 @@ def offsets(arrays):
     ).astype(numpy.int64)
 
 
-def _address(a):
-    """The device (CuPy) or host (NumPy) address of array ``a``."""
+def address(a):
+    """The device (CuPy) or host (NumPy) address of array ``a``: what NCCL
+    and the kernels' tables take."""
     ptr = getattr(a.data, 'ptr', None)
     return a.ctypes.data if ptr is None else ptr
 
@@ -225,7 +226,7 @@ def table(arrays):
         if not a.flags.c_contiguous:
             raise ValueError('segmented kernels take C-contiguous arrays')
     return numpy.concatenate([
-        numpy.array([_address(a) for a in arrays], numpy.uint64).view(
+        numpy.array([address(a) for a in arrays], numpy.uint64).view(
             numpy.int64),
         numpy.array([a.dtype == numpy.float16 for a in arrays], numpy.int64),
         offsets(arrays)])
