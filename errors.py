@@ -64,6 +64,17 @@ class NonFiniteGradientError(ValueError):
                          .format(first_index))
 
 
+class LoaderDiedError(RuntimeError):
+    """A loader process ended before it returned its images (killed, as the
+    out-of-memory killer kills, or crashed): the job ends, since the images
+    it held are lost and the worker would wait for them for ever."""
+
+    def __init__(self):
+        super(LoaderDiedError, self).__init__(
+            'a loader process ended abruptly (killed, as the out-of-memory '
+            'killer kills, or crashed); the images it was loading are lost')
+
+
 class ParameterError(ValueError):
     """A library parameter out of its range; the script names the flag.
 

@@ -22,8 +22,14 @@ How a failure on one worker or on all of them ends the MPI job:
   allocation that failed and the caller's advice, and aborts the job with
   status 1. (The Linux OOM killer ends a process without a word: on CPUs
   only an allocation the kernel refuses at once gets here.)
+- A loader process that died (:class:`errors.LoaderDiedError`: the OOM
+  killer's, or a crash): its worker prints one line naming its rank and
+  the caller's advice, and aborts the job with status 1.
 - Anything else: the traceback, then an abort with status 1, so that no
   worker is left blocked in a collective.
+- A worker frozen (SIGSTOP, a frozen node) or hung in one update: the stall
+  watchdog (:func:`start_watchdog`, from just after the communicator is
+  made to the worker's end) ends the job with one line and status 5.
 - A node lost (power, network): its workers vanish without a word, and the
   others wait in a collective until the launcher ends the job. Rank 0 prints
   :func:`node_ranks` at the start, so that the job scripts can name the lost
@@ -39,6 +45,7 @@ import multiprocessing.resource_tracker
 import multiprocessing.util
 import os
 import shutil
+import socket
 import stat
 import sys
 import tempfile
@@ -55,11 +62,13 @@ from image_data.decoding import UndecodableImageError
 from errors import DIVERGED_STATUS
 from errors import STOPPED_STATUS
 from errors import InputError
+from errors import LoaderDiedError
 from errors import NonFiniteGradientError
 from errors import out_of_memory_text
 from errors import ParameterError
 from extensions import run_directory
 from extensions import signal_stop
+from extensions.stall_watchdog import StallWatchdog
 import processes
 
 
@@ -180,10 +189,11 @@ def _error(message):
 
 
 @contextlib.contextmanager
-def ending_the_job(out, out_of_memory_advice=None):
+def ending_the_job(out, out_of_memory_advice=None, loader_advice=None):
     """Turns the failures above into their one line and exit status;
     ``out`` is the output directory that a divergence leaves untouched,
-    ``out_of_memory_advice`` what the out-of-memory line ends with."""
+    ``out_of_memory_advice`` and ``loader_advice`` what the out-of-memory
+    and the dead loader's lines end with."""
     try:
         yield
     except JobInputError as e:
@@ -203,11 +213,13 @@ def ending_the_job(out, out_of_memory_advice=None):
             print('{}: {}'.format(os.path.basename(sys.argv[0]), e),
                   file=sys.stderr, flush=True)
         sys.exit(STOPPED_STATUS)
-    except MemoryError as e:
-        what = out_of_memory_text(e)
+    except (MemoryError, LoaderDiedError) as e:
+        what, advice = ((out_of_memory_text(e), out_of_memory_advice)
+                        if isinstance(e, MemoryError) else
+                        (str(e), loader_advice))
         if _world().size > 1:
             what = 'worker {}: {}'.format(_world().rank, what)
-        _error('; '.join(filter(None, (what, out_of_memory_advice))))
+        _error('; '.join(filter(None, (what, advice))))
         _abort(1)
     except Exception:
         traceback.print_exc()
@@ -408,6 +420,18 @@ def create_communicator(name, allreduce_dtype, allow_no_cudnn, gpu_flag=None,
             name, allreduce_dtype)):
         return communicators.create_communicator(
             name, allreduce_dtype, gpu=bool(gpu_flag), dtype=dtype)
+
+
+def start_watchdog(comm, timeout):
+    """This worker's stall watchdog (:mod:`extensions.stall_watchdog`),
+    watching from now on; None for a job of one process or a ``timeout``
+    of 0."""
+    if comm.size == 1 or timeout <= 0:
+        return None
+    watchdog = StallWatchdog(comm.mpi_comm, comm.mpi_comm.allgather(
+        socket.gethostname()), timeout)
+    watchdog.start()
+    return watchdog
 
 
 def check_gpu_stack(flag, allow_no_cudnn, need_nccl):

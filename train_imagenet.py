@@ -9,7 +9,6 @@ list files or class folders; with neither, the embedded demo data set.
 """
 import dataclasses
 import os
-import socket
 
 import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
 import cuda_stack
@@ -36,11 +35,15 @@ import updaters
 OUT_OF_MEMORY_ADVICE = (
     'halve --batchsize and double --accumulate: the total minibatch stays '
     'the same (validation has its own, --val-batchsize)')
+#: What the line of a worker whose loader process died ends with.
+LOADER_ADVICE = (
+    'fewer --loaderjob processes need less memory (0 loads in the training '
+    'process); continue with --resume auto')
 
 
 def main(argv=None):
     args = train_arguments.parse(argv)
-    with job.ending_the_job(args.out, OUT_OF_MEMORY_ADVICE):
+    with job.ending_the_job(args.out, OUT_OF_MEMORY_ADVICE, LOADER_ADVICE):
         with job.naming():
             train_arguments.check(args)
             recipe = train_arguments.recipe_of(args, args.epoch)
@@ -106,6 +109,7 @@ def train(args, recipe):
         gpu_flag='--gpu' if args.gpu else '--device' if args.device
         .startswith('@cupy') else None, dtype=recipe.dtype)
     stop = signal_stop.SignalStop(comm)
+    watchdog = job.start_watchdog(comm, args.stall_timeout)
     device = job.create_device(comm, args.device, args.gpu,
                                args.cudnn_autotune, args.cudnn_workspace)
     # The CPU engine's layers and update kernels on NumPy, Chainer's on GPUs
@@ -181,8 +185,9 @@ def train(args, recipe):
               else (args.epoch, 'epoch'))
     trainer = training.Trainer(updater, stop.stop_trigger(length),
                                out=args.out)
-    add_extensions(trainer, args, comm, stop, inputs.config, model, recipe,
-                   optimizer, val_iter, converter, length, total_batchsize)
+    add_extensions(trainer, args, comm, stop, watchdog, inputs.config, model,
+                   recipe, optimizer, val_iter, converter, length,
+                   total_batchsize)
 
     # Run
     if comm.rank == 0:
@@ -208,10 +213,13 @@ def train(args, recipe):
                 crop_size=args.crop_size, resize=args.resize, mean=mean,
                 recipe=dataclasses.asdict(recipe)))
         print(extensions.summary_line(trainer), flush=True)
+    if watchdog:
+        watchdog.finish()
 
 
-def add_extensions(trainer, args, comm, stop, config, model, recipe,
-                   optimizer, val_iter, converter, length, total_batchsize):
+def add_extensions(trainer, args, comm, stop, watchdog, config, model,
+                   recipe, optimizer, val_iter, converter, length,
+                   total_batchsize):
     """Every run validates, logs and snapshots at its end, and snapshots
     when a stop signal ends it early; validation, BN statistics,
     throughput, the schedules, the stall watchdog and rank 0's reports."""
@@ -223,10 +231,7 @@ def add_extensions(trainer, args, comm, stop, config, model, recipe,
         [(args.snapshot_iterations, 'iteration')]
         if args.snapshot_iterations > 0 else [])
     trainer.extend(config, name='run_configuration')
-    if comm.size > 1 and args.stall_timeout > 0:
-        watchdog = extensions.StallWatchdog(
-            comm.mpi_comm, comm.mpi_comm.allgather(socket.gethostname()),
-            args.stall_timeout)
+    if watchdog:
         for extension in watchdog.extensions():
             trainer.extend(extension)
     trainer.extend(stop, name='signal_stop')

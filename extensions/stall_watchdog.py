@@ -7,20 +7,26 @@ check for it; PyTorch's NCCL watchdog and Horovod's stall check end such
 jobs. Here every worker's thread sends rank 0, every ``period`` seconds, the
 number of updates it has completed and how long its current update has run
 (none outside an update: validation, snapshots and the other extensions
-run between updates), and rank 0's thread answers each. Rank 0 ends the job
-with one line naming the ranks and hosts, and exit status
-:data:`errors.STALLED_STATUS`, when a worker
+run between updates), and rank 0's thread answers each. The watch lasts
+the whole job, from just after the communicator is made (the datasets'
+read, the resume, the initial broadcast) to each worker's end, when it
+sends its last heartbeat. Rank 0 ends the job with one line naming the
+ranks and hosts, and exit status :data:`errors.STALLED_STATUS`, when a
+worker
 
-- sent nothing for ``timeout`` seconds (stopped, or its node gone): the
-  line names the silent ranks, or
+- sent nothing for ``timeout`` seconds and has not ended (stopped, or its
+  node gone): the line names the silent ranks, or
 - has been in one update for ``timeout`` seconds while none is silent (a
   hung GPU keeps every rank in the update): the line names them; the
   first update of a run (kernel compilation, cuDNN's autotuning) is exempt.
 
 A worker that hears nothing from rank 0 for ``timeout`` plus ``grace``
-seconds ends the job naming rank 0. The messages travel on a duplicate of
-the job's communicator from the threads (mpi4py asks MPI for
-``MPI_THREAD_MULTIPLE``), so they never match the training's own traffic.
+seconds, before rank 0 has ended, ends the job naming rank 0. The messages
+travel on a duplicate of the job's communicator from the threads (mpi4py
+asks MPI for ``MPI_THREAD_MULTIPLE``), so they never match the training's
+own traffic. Outside :meth:`StallWatchdog.start` to ``finish`` a stopped
+rank still hangs the job: the communicator's own creation and the
+duplicate's (both collective).
 """
 import os
 import sys
@@ -36,7 +42,8 @@ _HEARTBEAT, _ANSWER = 71, 72
 
 
 class StallWatchdog(object):
-    """The watchdog of one worker; :meth:`extensions` mark its updates.
+    """The watchdog of one worker: :meth:`start` it, add its
+    :meth:`extensions` to the trainer, :meth:`finish` it at the end.
 
     Args:
         mpi_comm: the job's mpi4py communicator.
@@ -58,60 +65,68 @@ class StallWatchdog(object):
         self.completed = 0
         self.update_started = None
         self.first_update = True
+        self.finished = False
         self._stop = threading.Event()
         self._thread = None
 
-    # The trainer's side: where updates start and end
+    # The job's side: where updates start and end, and the end
     def extensions(self):
         """Two trainer extensions: the first runs before every other one of
         an iteration (the update has ended), the last after all of them
-        (the next update starts)."""
+        (the next update starts); the first update starts with the
+        trainer."""
         watchdog = self
 
         @training.make_extension(trigger=(1, 'iteration'),
-                                 priority=training.PRIORITY_WRITER + 100,
-                                 finalizer=watchdog.stop)
+                                 priority=training.PRIORITY_WRITER + 100)
         def update_ended(trainer):
             watchdog.completed = trainer.updater.iteration
             watchdog.update_started = None
             watchdog.first_update = False
 
+        def first_update_starts(trainer):
+            watchdog.completed = trainer.updater.iteration
+            watchdog.update_started = time.monotonic()
+
         @training.make_extension(trigger=(1, 'iteration'), priority=-100,
-                                 initializer=lambda trainer: watchdog.start(
-                                     trainer.updater.iteration))
+                                 initializer=first_update_starts)
         def update_starts(trainer):
             watchdog.update_started = time.monotonic()
         return update_ended, update_starts
 
-    def start(self, iteration):
-        """Begin watching; the first update starts now."""
-        self.completed = iteration
-        self.update_started = time.monotonic()
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._watch_as_root if self.comm.rank == 0
-                else self._watch_as_worker, daemon=True)
-            self._thread.start()
+    def start(self):
+        """Begin watching, outside any update."""
+        self._thread = threading.Thread(
+            target=self._watch_as_root if self.comm.rank == 0
+            else self._watch_as_worker, daemon=True)
+        self._thread.start()
 
-    def stop(self):
+    def finish(self):
+        """This worker has ended: its last heartbeat (rank 0: answer) says
+        so, and the watch ends."""
+        self.update_started = None
+        self.finished = True
         self._stop.set()
+        self._thread.join()
 
     def state(self):
         """``[completed updates, seconds in the current update or -1, 1 if
-        it is the run's first update]``."""
+        it is the run's first update, 1 if the worker has ended]``."""
         started = self.update_started
         return numpy.array([
             self.completed, -1. if started is None
-            else time.monotonic() - started, float(self.first_update)])
+            else time.monotonic() - started, float(self.first_update),
+            float(self.finished)])
 
     # The threads
     def _watch_as_root(self):
         size = self.comm.size
         heard = [time.monotonic()] * size
         states = [None] * size
-        buffer = numpy.empty(3)
+        buffer = numpy.empty(4)
         pending = []
-        while not self._stop.wait(self.period):
+        while True:
+            stopping = self._stop.wait(self.period)
             while self.comm.Iprobe(tag=_HEARTBEAT):
                 status = _status()
                 self.comm.Recv(buffer, source=_any_source(), tag=_HEARTBEAT,
@@ -121,8 +136,11 @@ class StallWatchdog(object):
             states[0], heard[0] = self.state(), time.monotonic()
             pending = [r for r in pending if not r.Test()]
             for rank in range(1, size):
-                pending.append(self.comm.Isend(numpy.zeros(1), dest=rank,
-                                               tag=_ANSWER))
+                pending.append(self.comm.Isend(
+                    numpy.array([float(self.finished)]), dest=rank,
+                    tag=_ANSWER))
+            if stopping:
+                return
             stalled = stalled_ranks(heard, states, time.monotonic(),
                                     self.timeout)
             if stalled:
@@ -131,16 +149,20 @@ class StallWatchdog(object):
     def _watch_as_worker(self):
         heard = time.monotonic()
         answer = numpy.empty(1)
+        root_finished = False
         pending = []
-        while not self._stop.wait(self.period):
+        while True:
+            stopping = self._stop.wait(self.period)
             pending = [r for r in pending if not r.Test()]
             pending.append(self.comm.Isend(self.state(), dest=0,
                                            tag=_HEARTBEAT))
+            if stopping:
+                return
             while self.comm.Iprobe(source=0, tag=_ANSWER):
                 self.comm.Recv(answer, source=0, tag=_ANSWER)
-                heard = time.monotonic()
+                heard, root_finished = time.monotonic(), bool(answer[0])
             silent = time.monotonic() - heard
-            if silent > self.timeout + self.grace:
+            if silent > self.timeout + self.grace and not root_finished:
                 self._end(describe([(0, 'sent nothing for {:.0f} s'.format(
                     silent))], self.hosts, self.timeout))
 
@@ -162,12 +184,13 @@ def _any_source():
 
 def stalled_ranks(heard, states, now, timeout):
     """``(rank, what)`` of the stalled ranks: those silent for ``timeout``
-    seconds (the others then wait for them), else those in one update (not
-    their run's first) for as long. ``heard[r]``: when rank r was last
-    heard; ``states[r]``: :meth:`StallWatchdog.state` as it last sent it,
-    or None."""
+    seconds that have not ended (the others then wait for them), else those
+    in one update (not their run's first) for as long. ``heard[r]``: when
+    rank r was last heard; ``states[r]``: :meth:`StallWatchdog.state` as it
+    last sent it, or None."""
     silent = [(rank, 'sent nothing for {:.0f} s'.format(now - when))
-              for rank, when in enumerate(heard) if now - when > timeout]
+              for rank, when in enumerate(heard) if now - when > timeout
+              and not (states[rank] is not None and states[rank][3])]
     if silent:
         return silent
     return [(rank, 'has been in update {} for {:.0f} s'.format(

@@ -10,44 +10,18 @@ Augmentation draws from a generator seeded by ``(seed, epoch, index)``, so a
 sample is augmented identically whichever process loads it, and a resumed
 run sees exactly the images it would have seen.
 """
-import ctypes
-import multiprocessing
-import signal
-
 import chainer
 import numpy
 
 from errors import InputError
 from errors import ParameterError
-
-_loader_state = {}
-_PR_SET_PDEATHSIG = 1
+from image_data.loaders import LoaderPool
 
 
-def _init_loader(dataset, transform):
-    """A loader ignores the stop signals (a scheduler sends them to every
-    process of the job; the training process decides when to stop, and
-    closes the pool) and dies with its parent, the forkserver, which ends
-    with the training process: no loader outlives a killed job."""
-    for number in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
-        signal.signal(number, signal.SIG_IGN)
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG,
-                                                int(signal.SIGKILL))
-    except (OSError, AttributeError):  # not Linux
-        pass
-    _loader_state['dataset'] = dataset
-    _loader_state['transform'] = transform
-
-
-def _load_example(dataset, transform, task):
-    index, entropy = task
+def _load_example(context, task):
+    """``context``: (dataset, transform); ``task``: (index, rng entropy)."""
+    (dataset, transform), (index, entropy) = context, task
     return transform(dataset[index], numpy.random.default_rng(entropy))
-
-
-def _load_in_loader(task):
-    return _load_example(_loader_state['dataset'], _loader_state['transform'],
-                         task)
 
 
 class GlobalOrderIterator(chainer.dataset.Iterator):
@@ -62,8 +36,9 @@ class GlobalOrderIterator(chainer.dataset.Iterator):
         micro_batches: micro-batches per update on each worker (virtual
             workers); one ``next()`` returns one micro-batch.
         seed: seed of the order and of the augmentation.
-        n_processes: loader processes (0 loads in this process). The next
-            micro-batch is prefetched while the current one is trained on.
+        n_processes: loader processes (:class:`image_data.loaders.
+            LoaderPool`; 0 loads in this process). The next micro-batch is
+            prefetched while the current one is trained on.
     """
 
     def __init__(self, dataset, batch_size, transform, rank=0, n_workers=1,
@@ -97,8 +72,8 @@ class GlobalOrderIterator(chainer.dataset.Iterator):
         self._orders = {}
         self._pending = None
         if n_processes > 0:
-            self._pool = multiprocessing.get_context('forkserver').Pool(
-                n_processes, _init_loader, (dataset, transform))
+            self._pool = LoaderPool(n_processes, _load_example,
+                                    (dataset, transform))
 
     @property
     def epoch_detail(self):
@@ -145,9 +120,9 @@ class GlobalOrderIterator(chainer.dataset.Iterator):
     def _submit(self, key):
         tasks = self._tasks(*key)
         if self._pool is None:
-            return [_load_example(self.dataset, self.transform, t)
+            return [_load_example((self.dataset, self.transform), t)
                     for t in tasks]
-        return self._pool.map_async(_load_in_loader, tasks)
+        return self._pool.submit(tasks)
 
     def __next__(self):
         if self._micro_batch == 0:
@@ -186,7 +161,6 @@ class GlobalOrderIterator(chainer.dataset.Iterator):
         self._pending = None
 
     def finalize(self):
-        if self._pool is not None:  # loaders ignore SIGTERM: close, not kill
+        if self._pool is not None:
             self._pool.close()
-            self._pool.join()
             self._pool = None

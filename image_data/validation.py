@@ -7,6 +7,8 @@ evaluated exactly once across the job however unevenly the set divides;
 import chainer
 import numpy
 
+from image_data.loaders import LoaderPool
+
 
 def validation_shard(pairs, rank, size, limit=None):
     """Worker ``rank``'s share of the pairs, or of ``limit`` of them spread
@@ -26,11 +28,65 @@ def validation_iterator(pairs, rank, size, transform, batchsize,
                         n_processes=0, limit=None):
     """A one-pass iterator over worker ``rank``'s transformed shard, loaded
     by ``n_processes`` processes (0: in this process)."""
-    shard = chainer.datasets.TransformDataset(
-        validation_shard(pairs, rank, size, limit), transform)
-    if n_processes > 0:
-        return chainer.iterators.MultiprocessIterator(
-            shard, batchsize, repeat=False, shuffle=False,
-            n_processes=n_processes)
-    return chainer.iterators.SerialIterator(shard, batchsize, repeat=False,
-                                            shuffle=False)
+    return ValidationIterator(chainer.datasets.TransformDataset(
+        validation_shard(pairs, rank, size, limit), transform), batchsize,
+        n_processes)
+
+
+def _load_item(dataset, index):
+    return dataset[index]
+
+
+class ValidationIterator(chainer.dataset.Iterator):
+    """One pass over ``dataset`` in order, in batches of ``batch_size`` (the
+    last one shorter), started again by ``reset()``; with ``n_processes``
+    loaders (:class:`image_data.loaders.LoaderPool`) the next batch loads
+    while this one is scored. Chainer's ``MultiprocessIterator`` would do
+    this, but its pool waits for ever on a loader that died
+    (:mod:`image_data.loaders`)."""
+
+    def __init__(self, dataset, batch_size, n_processes=0):
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self._pool = (LoaderPool(n_processes, _load_item, dataset)
+                      if n_processes > 0 and len(dataset) else None)
+        self.reset()
+
+    def reset(self):
+        self.epoch, self.is_new_epoch = 0, False
+        self._position, self._pending = 0, None
+
+    @property
+    def epoch_detail(self):
+        return self._position / max(len(self.dataset), 1)
+
+    def _load(self, start):
+        indices = list(range(start, min(start + self.batch_size,
+                                        len(self.dataset))))
+        if self._pool is None:
+            return [self.dataset[i] for i in indices]
+        return self._pool.submit(indices)
+
+    def __next__(self):
+        if self._position >= len(self.dataset):
+            raise StopIteration
+        loading = self._pending or self._load(self._position)
+        self._position = min(self._position + self.batch_size,
+                             len(self.dataset))
+        self._pending = None
+        if self._pool is None:
+            batch = loading
+        else:
+            if self._position < len(self.dataset):
+                self._pending = self._load(self._position)
+            batch = loading.get()
+        if self._position == len(self.dataset):
+            self.epoch, self.is_new_epoch = 1, True
+        return batch
+
+    next = __next__
+
+    def finalize(self):
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None

@@ -620,6 +620,61 @@ def test_a_stopped_rank_ends_the_job_within_the_stall_timeout(tmp_path,
                      r'\(exit 5\)'.format(stopped), stderr), stderr[-2000:]
 
 
+@pytest.mark.parametrize('stopped', [1, 0])
+def test_a_rank_stopped_while_the_job_starts_ends_it(tmp_path, stopped):
+    """The watch starts with the communicator: a rank frozen while the
+    datasets are read (the others wait for it in a broadcast) ends the job
+    as one frozen in training does."""
+    start = time.time()
+    proc = run_mpi(2, ['tests/mpi_scripts/train_stopped_at_start.py',
+                       str(stopped)] + TINY[1:] + [
+                           '--iterations', '2', '--stall-timeout', '8',
+                           '--out', str(tmp_path / 'out')],
+                   timeout=8 + 90, check=False)
+    assert time.time() - start < 8 + 60
+    assert proc.returncode == errors.STALLED_STATUS, proc.stderr[-2000:]
+    assert re.search(r'error: no progress within --stall-timeout 8 s: rank '
+                     r'{} on \S+ sent nothing for \d+ s; ending the job '
+                     r'\(exit 5\)'.format(stopped), proc.stderr), \
+        proc.stderr[-2000:]
+
+
+def children(pid):
+    """The processes whose parent is ``pid``."""
+    found = subprocess.run(['pgrep', '-P', str(pid)], capture_output=True,
+                           text=True).stdout.split()
+    return [int(p) for p in found]
+
+
+def test_a_killed_loader_ends_the_job_with_one_line(tmp_path):
+    """The out-of-memory killer's SIGKILL to rank 1's loaders (its
+    forkserver's children) ends the job within seconds, with one line."""
+    out = str(tmp_path / 'out')
+    proc = start_job(TINY[:4] + ['--loaderjob', '2'] + TINY[6:] + [
+        '--iterations', '100000'], out, 3, stdout=subprocess.DEVNULL)
+    try:
+        rank = [p for p in rank_pids(out, proc.pid) if rank_of(p) == 1][0]
+        loaders = [child for server in children(rank)
+                   for child in children(server)]
+        assert loaders, 'no loader process found'
+        for pid in loaders:
+            os.kill(pid, signal.SIGKILL)
+        start = time.time()
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert time.time() - start < 30
+    assert proc.returncode == 1, stderr[-2000:]
+    lines = [line for line in stderr.splitlines() if 'error:' in line]
+    assert lines == [
+        'train_imagenet.py: error: worker 1: a loader process ended abruptly '
+        '(killed, as the out-of-memory killer kills, or crashed); the images '
+        'it was loading are lost; fewer --loaderjob processes need less '
+        'memory (0 loads in the training process); continue with --resume '
+        'auto'], stderr[-2000:]
+    assert 'Traceback' not in stderr
+
+
 def test_a_rank_out_of_memory_ends_the_job_with_one_line(tmp_path):
     """Rank 1 gets 256 MiB more address space once the communicator is
     up: its forward pass at 224 px fails to allocate while rank 0 goes on
