@@ -26,6 +26,7 @@ import image_data  # NOQA: E402
 from image_data import in_memory  # NOQA: E402
 from image_data.image_list import read_dataset  # NOQA: E402
 from errors import InputError  # NOQA: E402
+from errors import LoaderDiedError  # NOQA: E402
 from errors import out_of_memory_text  # NOQA: E402
 from extensions.evaluator import batch_sums  # NOQA: E402
 import models  # NOQA: E402
@@ -89,10 +90,14 @@ def evaluate(network, pairs, transform, device, batchsize, loaderjob=0):
     iterator = image_data.validation_iterator(
         pairs, 0, 1, transform, batchsize, loaderjob)
     sums = numpy.zeros(4)
-    with chainer.using_config('train', False), chainer.no_backprop_mode():
-        for batch in iterator:
-            x, t = chainer.dataset.concat_examples(batch, device)
-            sums += batch_sums(network(x).array, t)
+    try:
+        with chainer.using_config('train', False), \
+                chainer.no_backprop_mode():
+            for batch in iterator:
+                x, t = chainer.dataset.concat_examples(batch, device)
+                sums += batch_sums(network(x).array, t)
+    finally:
+        iterator.finalize()
     loss, top1, top5, count = sums
     return loss / count, top1 / count, top5 / count, int(count)
 
@@ -141,6 +146,10 @@ def main(argv=None):
     except MemoryError as e:  # NumPy's, or CuPy's OutOfMemoryError
         print('eval_imagenet.py: error: {}; a smaller --batchsize needs '
               'less'.format(out_of_memory_text(e)), file=sys.stderr)
+        sys.exit(1)
+    except LoaderDiedError as e:
+        print('eval_imagenet.py: error: {}; fewer --loaderjob processes need '
+              'less memory'.format(e), file=sys.stderr)
         sys.exit(1)
     print('validation top-1 {:.2%}, top-5 {:.2%}, loss {:.4g} on {} images '
           'of {}'.format(top1, top5, loss, count, args.val))

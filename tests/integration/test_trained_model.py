@@ -55,10 +55,11 @@ def test_model_npz_describes_itself(trained):
     numpy.testing.assert_array_equal(net.fc.W.array, network.fc.W.array)
 
 
-@pytest.mark.parametrize('name', ['model.npz', 'snapshot_iter_6'])
-def test_eval_prints_the_closing_lines_figures(trained, name):
+@pytest.mark.parametrize('name, loaders', [
+    ('model.npz', '0'), ('snapshot_iter_6', '0'), ('model.npz', '2')])
+def test_eval_prints_the_closing_lines_figures(trained, name, loaders):
     out, closing = trained
-    args = [os.path.join(out, name), VAL] + (
+    args = [os.path.join(out, name), VAL, '--loaderjob', loaders] + (
         ['--crop-size', '32'] if name.startswith('snapshot') else [])
     proc = evaluate(*args)
     assert proc.returncode == 0, proc.stderr
