@@ -46,10 +46,8 @@ import multiprocessing.util
 import os
 import shutil
 import socket
-import stat
 import sys
 import tempfile
-import time
 import traceback
 import warnings
 import weakref
@@ -264,81 +262,11 @@ def prepare_process(loaders):
     sys.warnoptions.append('ignore:resource_tracker:UserWarning')
     warnings.formatwarning = one_line_warning
     use_the_jobs_session_directory()
-    remove_leaked_semaphores()
     with signal_stop.ignoring():
         multiprocessing.resource_tracker.ensure_running()
         if loaders:
             multiprocessing.set_start_method('forkserver', force=True)
             multiprocessing.forkserver.ensure_running()
-
-
-#: Where named semaphores live, and the prefix of multiprocessing's.
-SEMAPHORES = '/dev/shm'
-_SEMAPHORE_PREFIX = 'sem.mp-'
-
-
-def remove_leaked_semaphores(folder=SEMAPHORES, min_age=60):
-    """Remove the named semaphores of multiprocessing (the loaders' pool)
-    that a killed process left: this user's ``sem.mp-*`` files older than
-    ``min_age`` seconds, and older than every running resource tracker of
-    this user, that no running process maps. A live job's semaphore need
-    not be mapped (its name lives until its process unlinks it at exit),
-    but the job that made it started its resource tracker before it; a
-    process that has a semaphore open maps its file (this user's files are
-    open to this user's processes alone, whose maps are readable). Returns
-    the names removed."""
-    try:
-        names = [n for n in os.listdir(folder)
-                 if n.startswith(_SEMAPHORE_PREFIX)]
-    except OSError:
-        return []
-    now, uid, stale = time.time(), os.getuid(), set()
-    before = min(now - min_age, oldest_resource_tracker(uid))
-    for name in names:
-        try:
-            info = os.lstat(os.path.join(folder, name))
-        except OSError:
-            continue
-        if (stat.S_ISREG(info.st_mode) and info.st_uid == uid
-                and info.st_mtime < before):
-            stale.add(name)
-    for pid in (p for p in os.listdir('/proc') if p.isdigit()):
-        if not stale:
-            break
-        try:
-            with open('/proc/{}/maps'.format(pid)) as maps:
-                mapped = maps.read()
-        except OSError:  # gone, or another user's
-            continue
-        stale = {name for name in stale if name not in mapped}
-    for name in sorted(stale):
-        try:
-            os.remove(os.path.join(folder, name))
-        except OSError:
-            pass
-    return sorted(stale)
-
-
-def oldest_resource_tracker(uid):
-    """When the oldest running resource tracker of multiprocessing of user
-    ``uid`` started (seconds since the epoch; infinity where none runs)."""
-    with open('/proc/stat') as f:
-        boot = next(int(line.split()[1]) for line in f
-                    if line.startswith('btime '))
-    ticks, oldest = os.sysconf('SC_CLK_TCK'), float('inf')
-    for pid in (p for p in os.listdir('/proc') if p.isdigit()):
-        try:
-            if os.stat('/proc/' + pid).st_uid != uid:
-                continue
-            with open('/proc/{}/cmdline'.format(pid), 'rb') as f:
-                if b'multiprocessing.resource_tracker' not in f.read():
-                    continue
-            with open('/proc/{}/stat'.format(pid)) as f:
-                started = int(f.read().rsplit(')', 1)[1].split()[19])
-        except (OSError, IndexError, ValueError):  # gone meanwhile
-            continue
-        oldest = min(oldest, boot + started / ticks)
-    return oldest
 
 
 @contextlib.contextmanager

@@ -1,6 +1,5 @@
 """job: agreeing on bad input, and how each failure ends
 the job (one line, exit status), with stand-ins for MPI."""
-import os
 import sys
 
 import pytest
@@ -238,55 +237,6 @@ def test_naming_names_the_flag_one_way(error, flag, expected):
         with job.naming(flag):
             raise error
     assert (type(info.value), str(info.value)) == expected
-
-
-def test_leaked_semaphores_are_removed_and_live_ones_kept(tmp_path):
-    import mmap
-    old = 946684800.  # before any running process started
-    for name in ('sem.mp-leaked', 'sem.mp-mapped', 'sem.mp-young',
-                 'other-file'):
-        (tmp_path / name).write_bytes(b'\0' * 32)
-    for name in ('sem.mp-leaked', 'sem.mp-mapped', 'other-file'):
-        os.utime(str(tmp_path / name), (old, old))
-    with open(str(tmp_path / 'sem.mp-mapped'), 'r+b') as f:
-        mapped = mmap.mmap(f.fileno(), 32)  # as a process with it open
-        try:
-            assert job.remove_leaked_semaphores(str(tmp_path)) == [
-                'sem.mp-leaked']
-        finally:
-            mapped.close()
-    assert sorted(os.listdir(str(tmp_path))) == [
-        'other-file', 'sem.mp-mapped', 'sem.mp-young']
-
-
-TRACKER = """
-import multiprocessing.resource_tracker, time
-multiprocessing.resource_tracker.ensure_running()
-print('up', flush=True)
-time.sleep(60)
-"""
-
-
-def test_a_semaphore_younger_than_a_running_tracker_is_kept(tmp_path):
-    """A live job's semaphore need not be mapped by any process; it is
-    younger than that job's resource tracker."""
-    import subprocess
-    import time
-    job_with_tracker = subprocess.Popen([sys.executable, '-c', TRACKER],
-                                        stdout=subprocess.PIPE, text=True)
-    try:
-        assert job_with_tracker.stdout.readline() == 'up\n'
-        started = job.oldest_resource_tracker(os.getuid())
-        assert started <= time.time()
-        for name in ('sem.mp-live', 'sem.mp-leaked'):
-            (tmp_path / name).write_bytes(b'\0' * 32)
-        os.utime(str(tmp_path / 'sem.mp-leaked'), (946684800., 946684800.))
-        assert job.remove_leaked_semaphores(str(tmp_path), min_age=0) == [
-            'sem.mp-leaked']
-        assert os.listdir(str(tmp_path)) == ['sem.mp-live']
-    finally:
-        job_with_tracker.kill()
-        job_with_tracker.wait()
 
 
 def test_a_warning_is_one_line_as_the_errors_are(monkeypatch):
