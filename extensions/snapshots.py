@@ -136,10 +136,11 @@ def resume_path(resume, outdir):
         return None
     if resume == 'auto':
         path = latest_snapshot(outdir)
-        damaged = [name for name in snapshot_files.in_order(
-            os.listdir(outdir) if os.path.isdir(outdir) else [])
+        damaged = [] if path is not None else [
+            name for name in snapshot_files.in_order(
+                os.listdir(outdir) if os.path.isdir(outdir) else [])
             if is_regular(os.path.join(outdir, name))]
-        if path is None and damaged:  # starting afresh would overwrite them
+        if damaged:  # starting afresh would overwrite them
             raise InputError(
                 '{}: every snapshot in it is damaged ({}); resume from one '
                 'with --resume FILE, or move them away to start afresh'
