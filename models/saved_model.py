@@ -193,7 +193,9 @@ _HEADER_READERS = {(1, 0): numpy.lib.format.read_array_header_1_0,
 
 
 def _deserialize(link, archive, path, prefix):
-    for name, value in _arrays(link):
+    arrays = npz.DictionarySerializer()  # each array, named as in the file
+    arrays.save(link)
+    for name, value in arrays.target.items():
         key = prefix + name
         if key + '.npy' in archive.zip.namelist():
             with archive.zip.open(key + '.npy') as member:
@@ -209,20 +211,6 @@ def _deserialize(link, archive, path, prefix):
     except (KeyError, ValueError) as e:
         raise InputError('{}: does not fit the {} it describes ({})'.format(
             path, type(link).__name__, str(e).strip("'")))
-
-
-def _arrays(link):
-    """``(name, array)`` of every parameter and persistent array of
-    ``link``, named as :class:`~chainer.serializers.NpzDeserializer` reads
-    them (``res2/a/conv1/W``)."""
-    for path, sub in link.namedlinks():
-        for name, param in sub.namedparams(include_uninit=False):
-            if '/' not in name.strip('/'):
-                yield (path + name).strip('/'), param.array
-        for name in sub._persistent:
-            value = sub.__dict__[name]
-            if isinstance(value, numpy.ndarray):
-                yield (path + '/' + name).strip('/'), value
 
 
 def _from_snapshot(archive, path):
