@@ -211,18 +211,23 @@ def ending_the_job(out, out_of_memory_advice=None, loader_advice=None):
             print('{}: {}'.format(os.path.basename(sys.argv[0]), e),
                   file=sys.stderr, flush=True)
         sys.exit(STOPPED_STATUS)
-    except (MemoryError, LoaderDiedError) as e:
-        what, advice = ((out_of_memory_text(e), out_of_memory_advice)
-                        if isinstance(e, MemoryError) else
-                        (str(e), loader_advice))
-        if _world().size > 1:
-            what = 'worker {}: {}'.format(_world().rank, what)
-        _error('; '.join(filter(None, (what, advice))))
-        _abort(1)
+    except MemoryError as e:
+        _worker_failed(out_of_memory_text(e), out_of_memory_advice)
+    except LoaderDiedError as e:
+        _worker_failed(str(e), loader_advice)
     except Exception:
         traceback.print_exc()
         sys.stderr.flush()
         _abort(1)
+
+
+def _worker_failed(what, advice):
+    """One line naming this worker (in a job of several), what failed and
+    the advice; then the job ends with status 1."""
+    if _world().size > 1:
+        what = 'worker {}: {}'.format(_world().rank, what)
+    _error('; '.join(filter(None, (what, advice))))
+    _abort(1)
 
 
 def _abort(status):

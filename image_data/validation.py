@@ -53,36 +53,35 @@ class ValidationIterator(chainer.dataset.Iterator):
         self.reset()
 
     def reset(self):
-        self.epoch, self.is_new_epoch = 0, False
         self._position, self._pending = 0, None
 
     @property
     def epoch_detail(self):
         return self._position / max(len(self.dataset), 1)
 
-    def _load(self, start):
-        indices = list(range(start, min(start + self.batch_size,
-                                        len(self.dataset))))
-        if self._pool is None:
-            return [self.dataset[i] for i in indices]
-        return self._pool.submit(indices)
+    @property
+    def epoch(self):
+        return int(self.is_new_epoch)
+
+    @property
+    def is_new_epoch(self):
+        return 0 < len(self.dataset) == self._position
+
+    def _indices(self, start):
+        return list(range(start, min(start + self.batch_size,
+                                     len(self.dataset))))
 
     def __next__(self):
         if self._position >= len(self.dataset):
             raise StopIteration
-        loading = self._pending or self._load(self._position)
-        self._position = min(self._position + self.batch_size,
-                             len(self.dataset))
-        self._pending = None
+        indices = self._indices(self._position)
+        self._position = indices[-1] + 1
         if self._pool is None:
-            batch = loading
-        else:
-            if self._position < len(self.dataset):
-                self._pending = self._load(self._position)
-            batch = loading.get()
-        if self._position == len(self.dataset):
-            self.epoch, self.is_new_epoch = 1, True
-        return batch
+            return [self.dataset[i] for i in indices]
+        loading = self._pending or self._pool.submit(indices)
+        self._pending = (self._pool.submit(self._indices(self._position))
+                         if self._position < len(self.dataset) else None)
+        return loading.get()
 
     next = __next__
 

@@ -195,9 +195,10 @@ _HEADER_READERS = {(1, 0): numpy.lib.format.read_array_header_1_0,
 def _deserialize(link, archive, path, prefix):
     arrays = npz.DictionarySerializer()  # each array, named as in the file
     arrays.save(link)
+    members = set(archive.zip.namelist())
     for name, value in arrays.target.items():
         key = prefix + name
-        if key + '.npy' in archive.zip.namelist():
+        if key + '.npy' in members:
             with archive.zip.open(key + '.npy') as member:
                 header = _HEADER_READERS.get(
                     numpy.lib.format.read_magic(member))
