@@ -71,9 +71,8 @@ class GlobalOrderIterator(chainer.dataset.Iterator):
         self._update_start = (0, 0)
         self._orders = {}
         self._pending = None
-        if n_processes > 0:
-            self._pool = LoaderPool(n_processes, _load_example,
-                                    (dataset, transform))
+        self._pool = LoaderPool(n_processes, _load_example,
+                                (dataset, transform))
 
     @property
     def epoch_detail(self):
@@ -118,11 +117,7 @@ class GlobalOrderIterator(chainer.dataset.Iterator):
                 for i, e in zip(indices[sl], epochs[sl])]
 
     def _submit(self, key):
-        tasks = self._tasks(*key)
-        if self._pool is None:
-            return [_load_example((self.dataset, self.transform), t)
-                    for t in tasks]
-        return self._pool.submit(tasks)
+        return key, self._pool.submit(self._tasks(*key))
 
     def __next__(self):
         if self._micro_batch == 0:
@@ -134,16 +129,14 @@ class GlobalOrderIterator(chainer.dataset.Iterator):
         key = (self._update_start, self._micro_batch)
         pending, self._pending = self._pending, None
         if pending is None or pending[0] != key:
-            pending = (key, self._submit(key))
-        batch = pending[1] if self._pool is None else pending[1].get()
+            pending = self._submit(key)
         self._micro_batch = (self._micro_batch + 1) % self.micro_batches
-        if self._pool is not None:
-            if self._micro_batch:
-                next_key = (self._update_start, self._micro_batch)
-            else:
-                next_key = ((self.epoch, self.position), 0)
-            self._pending = (next_key, self._submit(next_key))
-        return batch
+        if self._micro_batch:
+            self._pending = self._submit((self._update_start,
+                                          self._micro_batch))
+        else:
+            self._pending = self._submit(((self.epoch, self.position), 0))
+        return pending[1].get()
 
     next = __next__
 

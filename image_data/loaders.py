@@ -68,9 +68,12 @@ class LoaderPool(object):
     """``n_processes`` loaders, each holding ``context`` (sent once, when it
     starts); :meth:`submit` has them run ``load(context, task)`` over a list
     of tasks, each loader a contiguous part, while the caller goes on.
-    ``load`` is a module-level function."""
+    ``load`` is a module-level function. With no processes, a submitted
+    list loads in this process when its results are asked for, so that an
+    iterator prefetches the same way with loaders or without."""
 
     def __init__(self, n_processes, load, context):
+        self._load, self._context = load, context
         forkserver = multiprocessing.get_context('forkserver')
         self._processes, self._pipes = [], []
         for _ in range(n_processes):
@@ -93,6 +96,8 @@ class LoaderPool(object):
         loader has died."""
         if self._dead:
             raise LoaderDiedError()
+        if not self._processes:
+            return LoadingHere(self._load, self._context, tasks)
         share = -(-len(tasks) // len(self._processes))
         parts = [(loader, tasks[start:start + share]) for loader, start in
                  enumerate(range(0, len(tasks), share))] if tasks else []
@@ -148,3 +153,15 @@ class Loading(object):
                 raise value
             results += value
         return results
+
+
+class LoadingHere(object):
+    """A :meth:`LoaderPool.submit` of a pool without processes: loaded in
+    this process by :meth:`get`, so a loading dropped unread costs nothing."""
+
+    def __init__(self, load, context, tasks):
+        self.load, self.context, self.tasks = load, context, tasks
+
+    def get(self):
+        """The results; an exception of ``load`` is raised here."""
+        return [self.load(self.context, task) for task in self.tasks]

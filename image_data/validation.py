@@ -48,8 +48,8 @@ class ValidationIterator(chainer.dataset.Iterator):
     def __init__(self, dataset, batch_size, n_processes=0):
         self.dataset = dataset
         self.batch_size = batch_size
-        self._pool = (LoaderPool(n_processes, _load_item, dataset)
-                      if n_processes > 0 and len(dataset) else None)
+        self._pool = LoaderPool(n_processes if len(dataset) else 0,
+                                _load_item, dataset)
         self.reset()
 
     def reset(self):
@@ -76,8 +76,6 @@ class ValidationIterator(chainer.dataset.Iterator):
             raise StopIteration
         indices = self._indices(self._position)
         self._position = indices[-1] + 1
-        if self._pool is None:
-            return [self.dataset[i] for i in indices]
         loading = self._pending or self._pool.submit(indices)
         self._pending = (self._pool.submit(self._indices(self._position))
                          if self._position < len(self.dataset) else None)

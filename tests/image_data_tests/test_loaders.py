@@ -26,6 +26,22 @@ def test_the_pool_returns_each_task_s_result_in_order():
         pool.close()
 
 
+def test_a_pool_without_processes_loads_here_when_asked():
+    loaded = []
+
+    def record(context, task):
+        loaded.append(task)
+        return context + task
+
+    pool = loaders.LoaderPool(0, record, 10)
+    first, dropped = pool.submit([1, 2]), pool.submit([3])
+    assert loaded == []
+    assert first.get() == [11, 12] and loaded == [1, 2]
+    del dropped
+    assert pool.submit([]).get() == [] and loaded == [1, 2]
+    pool.close()
+
+
 class Killing(object):
     """A dataset whose item ``doomed`` kills the process that loads it, as
     the out-of-memory killer would."""
