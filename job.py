@@ -29,7 +29,9 @@ How a failure on one worker or on all of them ends the MPI job:
   worker is left blocked in a collective.
 - A worker frozen (SIGSTOP, a frozen node) or hung in one update: the stall
   watchdog (:func:`start_watchdog`, from just after the communicator is
-  made to the worker's end) ends the job with one line and status 5.
+  made to the worker's end; before it, the start's deadline,
+  :func:`extensions.start_deadline`) ends the job with one line and
+  status 5.
 - A node lost (power, network): its workers vanish without a word, and the
   others wait in a collective until the launcher ends the job. Rank 0 prints
   :func:`node_ranks` at the start, so that the job scripts can name the lost
@@ -171,8 +173,7 @@ def _remove_private_temp_dirs(root, own=None):
 
 
 def _world():
-    from mpi4py import MPI  # imported late: MPI starts after the loaders
-    return MPI.COMM_WORLD
+    return communicators.start_mpi().COMM_WORLD  # after the loaders' start
 
 
 def one_line_warning(message, category, filename, lineno, line=None):

@@ -103,13 +103,14 @@ def read_inputs(args, recipe, comm):
 def train(args, recipe):
     job.prepare_process(args.loaderjob > 0)
 
-    # The communicator (GPU stack checked first) and the device
-    comm = job.create_communicator(
-        args.communicator, args.allreduce_dtype, args.allow_no_cudnn,
-        gpu_flag='--gpu' if args.gpu else '--device' if args.device
-        .startswith('@cupy') else None, dtype=recipe.dtype)
-    stop = signal_stop.SignalStop(comm)
-    watchdog = job.start_watchdog(comm, args.stall_timeout)
+    # The communicator (GPU stack checked first), watched, and the device
+    with extensions.start_deadline(args.stall_timeout):
+        comm = job.create_communicator(
+            args.communicator, args.allreduce_dtype, args.allow_no_cudnn,
+            gpu_flag='--gpu' if args.gpu else '--device' if args.device
+            .startswith('@cupy') else None, dtype=recipe.dtype)
+        stop = signal_stop.SignalStop(comm)
+        watchdog = job.start_watchdog(comm, args.stall_timeout)
     device = job.create_device(comm, args.device, args.gpu,
                                args.cudnn_autotune, args.cudnn_workspace)
     # The CPU engine's layers and update kernels on NumPy, Chainer's on GPUs

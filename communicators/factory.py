@@ -2,6 +2,8 @@
 import chainermn
 import numpy
 
+from communicators.mpi_start import start_mpi
+
 CHAINERMN_NAMES = ('naive', 'flat', 'non_cuda_aware', 'pure_nccl', 'dummy')
 FP16_NAMES = ('mpi_fp16', 'pure_nccl_fp16')
 NAMES = CHAINERMN_NAMES + FP16_NAMES
@@ -80,8 +82,7 @@ def create_communicator(name='naive', allreduce_dtype=None, mpi_comm=None,
             'GPUs: pure_nccl_fp16, or naive or flat in float32 with a '
             'CUDA-aware MPI')
     if mpi_comm is None:
-        import mpi4py.MPI
-        mpi_comm = mpi4py.MPI.COMM_WORLD
+        mpi_comm = start_mpi().COMM_WORLD
     # Imported here: ChainerMN's communicator modules initialize MPI.
     if name == 'mpi_fp16':
         from communicators.mpi_fp16_communicator import MpiFp16Communicator

@@ -10,6 +10,7 @@ from extensions.triggers import AnyOfTriggers  # NOQA
 from extensions.reports import add_reports  # NOQA
 from extensions.reports import last_validation  # NOQA
 from extensions.reports import summary_line  # NOQA
+from extensions.stall_watchdog import start_deadline  # NOQA
 from extensions.stall_watchdog import StallWatchdog  # NOQA
 from extensions.tensorboard import TensorBoardReport  # NOQA
 from extensions.run_record import record_start  # NOQA

@@ -24,11 +24,18 @@ A worker that hears nothing from rank 0 for ``timeout`` plus ``grace``
 seconds, before rank 0 has ended, ends the job naming rank 0. The messages
 travel on a duplicate of the job's communicator from the threads (mpi4py
 asks MPI for ``MPI_THREAD_MULTIPLE``), so they never match the training's
-own traffic. Outside :meth:`StallWatchdog.start` to ``finish`` a stopped
-rank still hangs the job: the communicator's own creation and the
-duplicate's (both collective).
+own traffic.
+
+Before the watch starts, MPI's start-up and the creation of the
+communicators (NCCL's included) and of the watchdog are collective: a
+worker stopped there leaves the others waiting in them, and no heartbeat
+runs yet. :func:`start_deadline` gives that start ``timeout`` seconds on
+each worker's own clock: rank 0 then ends the job with one line, the others
+``grace`` seconds later (when rank 0 is the one stopped).
 """
+import contextlib
 import os
+import socket
 import sys
 import threading
 import time
@@ -39,6 +46,43 @@ from chainer import training
 from errors import STALLED_STATUS
 
 _HEARTBEAT, _ANSWER = 71, 72
+
+
+#: Environment variables in which MPI launchers give a process its rank.
+RANK_VARIABLES = ('OMPI_COMM_WORLD_RANK', 'PMIX_RANK', 'PMI_RANK')
+
+
+@contextlib.contextmanager
+def start_deadline(timeout, grace=20.0, exit=os._exit):
+    """The block (the job's start up to :meth:`StallWatchdog.start`) ends
+    within ``timeout`` seconds (0: no limit), or this worker prints one line
+    and ``exit(STALLED_STATUS)``: its launcher then ends the others, which
+    may be waiting in MPI's own start-up, where nothing else could end
+    them. Rank 0 (as its launcher numbers it) goes first, the others
+    ``grace`` seconds after it, so that the job ends with one line."""
+    if timeout <= 0:
+        yield
+        return
+    rank = next((int(os.environ[name]) for name in RANK_VARIABLES
+                 if name in os.environ), 0)
+    timer = threading.Timer(timeout + (grace if rank else 0.),
+                            _start_overdue, (rank, timeout, exit))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def _start_overdue(rank, timeout, exit):
+    print('{}: error: no progress within --stall-timeout {:g} s: the job\'s '
+          'start (MPI, the communicator) has not ended on rank {} on {}; a '
+          'worker is stopped there or its node is gone; ending the job '
+          '(exit {})'.format(os.path.basename(sys.argv[0]), timeout, rank,
+                             socket.gethostname(), STALLED_STATUS),
+          file=sys.stderr, flush=True)
+    exit(STALLED_STATUS)
 
 
 class StallWatchdog(object):

@@ -1,5 +1,12 @@
-"""Which ranks the stall watchdog names."""
+"""Which ranks the stall watchdog names; the deadline of the job's start."""
+import re
+import time
+
+import pytest
+
+import errors
 from extensions.stall_watchdog import describe
+from extensions.stall_watchdog import start_deadline
 from extensions.stall_watchdog import stalled_ranks
 
 
@@ -29,3 +36,38 @@ def test_the_line_names_ranks_hosts_and_the_exit_status():
     assert describe([(1, 'sent nothing for 9 s')], ['a', 'b'], 8.) == (
         'no progress within --stall-timeout 8 s: rank 1 on b sent nothing '
         'for 9 s; ending the job (exit 5)')
+
+
+def overrun(monkeypatch, capsys, rank, seconds):
+    """The exit statuses a start block of ``seconds`` under a 0.2 s deadline
+    ends with on launcher rank ``rank`` (grace 0.3 s), and its stderr."""
+    monkeypatch.setenv('OMPI_COMM_WORLD_RANK', str(rank))
+    exits = []
+    with start_deadline(0.2, grace=0.3, exit=exits.append):
+        time.sleep(seconds)
+    time.sleep(0.1)
+    return exits, capsys.readouterr().err
+
+
+def test_a_start_within_the_deadline_goes_on(monkeypatch, capsys):
+    assert overrun(monkeypatch, capsys, 0, 0.05) == ([], '')
+
+
+def test_a_start_past_the_deadline_ends_the_job_rank_0_first(monkeypatch,
+                                                             capsys):
+    exits, err = overrun(monkeypatch, capsys, 0, 0.4)
+    assert exits == [errors.STALLED_STATUS]
+    assert re.fullmatch(
+        r"\S+: error: no progress within --stall-timeout 0.2 s: the job's "
+        r"start \(MPI, the communicator\) has not ended on rank 0 on \S+; a "
+        r"worker is stopped there or its node is gone; ending the job "
+        r"\(exit 5\)\n", err)
+    # the others wait the grace for rank 0's end
+    assert overrun(monkeypatch, capsys, 1, 0.4) == ([], '')
+    exits, err = overrun(monkeypatch, capsys, 1, 0.6)
+    assert exits == [errors.STALLED_STATUS] and 'on rank 1 on' in err
+
+
+def test_no_deadline_at_a_timeout_of_0(monkeypatch):
+    with start_deadline(0, exit=pytest.fail):
+        time.sleep(0.05)

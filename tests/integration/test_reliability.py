@@ -627,7 +627,7 @@ def test_a_rank_stopped_while_the_job_starts_ends_it(tmp_path, stopped):
     as one frozen in training does."""
     start = time.time()
     proc = run_mpi(2, ['tests/mpi_scripts/train_stopped_at_start.py',
-                       str(stopped)] + TINY[1:] + [
+                       str(stopped), 'datasets'] + TINY[1:] + [
                            '--iterations', '2', '--stall-timeout', '8',
                            '--out', str(tmp_path / 'out')],
                    timeout=8 + 90, check=False)
@@ -637,6 +637,31 @@ def test_a_rank_stopped_while_the_job_starts_ends_it(tmp_path, stopped):
                      r'{} on \S+ sent nothing for \d+ s; ending the job '
                      r'\(exit 5\)'.format(stopped), proc.stderr), \
         proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize('stage', ['mpi', 'communicator'])
+@pytest.mark.parametrize('stopped', [1, 0])
+def test_a_rank_stopped_before_the_watch_ends_the_job(tmp_path, stopped,
+                                                      stage):
+    """Before the watch, MPI's start-up and the communicators' creation have
+    a deadline on each worker's own clock: rank 0 ends the job with its line
+    when rank 1 is stopped there, rank 1 twenty seconds later when rank 0
+    is."""
+    start = time.time()
+    proc = run_mpi(2, ['tests/mpi_scripts/train_stopped_at_start.py',
+                       str(stopped), stage] + TINY[1:] + [
+                           '--iterations', '2', '--stall-timeout', '8',
+                           '--out', str(tmp_path / 'out')],
+                   timeout=8 + 90, check=False)
+    assert time.time() - start < 8 + 20 + 40
+    assert proc.returncode == errors.STALLED_STATUS, proc.stderr[-2000:]
+    ranks = re.findall(r"error: no progress within --stall-timeout 8 s: the "
+                       r"job's start \(MPI, the communicator\) has not ended "
+                       r"on rank (\d) on \S+; a worker is stopped there or "
+                       r"its node is gone; ending the job \(exit 5\)",
+                       proc.stderr)
+    assert ranks[:1] == [str(1 - stopped)], proc.stderr[-2000:]
+    assert not os.path.exists(str(tmp_path / 'out' / 'log'))
 
 
 def children(pid):

@@ -1,7 +1,10 @@
-"""train_imagenet.py whose rank RANK stops itself (SIGSTOP) as it starts to
-read the datasets, before any training: a rank frozen while the job starts.
+"""train_imagenet.py whose rank RANK stops itself (SIGSTOP) while the job
+starts, at STAGE: ``mpi``, before MPI starts (the others wait in MPI's
+start-up), ``communicator``, between the communicator's creation and the
+watchdog's (they wait in the watchdog's), or ``datasets``, as it starts to
+read the datasets (they wait in a broadcast).
 
-Usage: train_stopped_at_start.py RANK [train_imagenet arguments...]
+Usage: train_stopped_at_start.py RANK STAGE [train_imagenet arguments...]
 """
 import os
 import runpy
@@ -11,19 +14,23 @@ import sys
 import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
 
 import image_data
+import job
 
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), 'train_imagenet.py')
-rank = int(sys.argv[1])
-load_datasets = image_data.load_datasets
+rank, stage = int(sys.argv[1]), sys.argv[2]
+module, name = {'mpi': (job, 'create_communicator'),
+                'communicator': (job, 'start_watchdog'),
+                'datasets': (image_data, 'load_datasets')}[stage]
+original = getattr(module, name)
 
 
-def stopping_load_datasets(comm, *args, **kwargs):
-    if comm.rank == rank:
+def stopping(*args, **kwargs):
+    if int(os.environ['OMPI_COMM_WORLD_RANK']) == rank:
         os.kill(os.getpid(), signal.SIGSTOP)
-    return load_datasets(comm, *args, **kwargs)
+    return original(*args, **kwargs)
 
 
-image_data.load_datasets = stopping_load_datasets
-sys.argv = [SCRIPT] + sys.argv[2:]
+setattr(module, name, stopping)
+sys.argv = [SCRIPT] + sys.argv[3:]
 runpy.run_path(SCRIPT, run_name='__main__')
