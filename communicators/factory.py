@@ -2,6 +2,8 @@
 import chainermn
 import numpy
 
+from communicators.cuda_aware import cuda_aware_mpi
+from communicators.cuda_aware import library_name
 from communicators.mpi_start import start_mpi
 
 CHAINERMN_NAMES = ('naive', 'flat', 'non_cuda_aware', 'pure_nccl', 'dummy')
@@ -12,6 +14,9 @@ ALLREDUCE_DTYPES = ('float32', 'float16')
 #: node). ChainerMN's ``naive`` and ``flat`` take GPU arrays through a
 #: CUDA-aware MPI instead.
 NCCL_NAMES = ('non_cuda_aware', 'pure_nccl', 'pure_nccl_fp16')
+#: ChainerMN's communicators that hand MPI GPU arrays on GPUs: they need a
+#: CUDA-aware MPI.
+MPI_GPU_NAMES = ('naive', 'flat')
 #: ChainerMN's NCCL communicators: ChainerMN packs their gradients itself.
 CHAINERMN_NCCL_NAMES = ('non_cuda_aware', 'pure_nccl')
 #: The first CuPy whose ``cupy/carray.cuh`` no longer defines ``half``, the
@@ -46,8 +51,10 @@ def create_communicator(name='naive', allreduce_dtype=None, mpi_comm=None,
             ``'float32'`` with a float16 name is refused. ``None`` (the
             default): what the name says.
         mpi_comm: mpi4py communicator; ``MPI.COMM_WORLD`` by default.
-        gpu (bool): whether the workers have GPUs; NCCL needs them, and
-            ``mpi_fp16`` takes CPU arrays only.
+        gpu (bool): whether the workers have GPUs; NCCL needs them,
+            ``mpi_fp16`` takes CPU arrays only, and ``naive`` and ``flat``
+            need an MPI that takes GPU arrays (:mod:`communicators.
+            cuda_aware`).
         dtype (str): the gradients' dtype, ``'float32'`` or ``'mixed16'``
             (float16 gradients of the convolutions and linear layers).
 
@@ -81,8 +88,14 @@ def create_communicator(name='naive', allreduce_dtype=None, mpi_comm=None,
             'communicator \'mpi_fp16\' all-reduces CPU (NumPy) gradients; on '
             'GPUs: pure_nccl_fp16, or naive or flat in float32 with a '
             'CUDA-aware MPI')
+    MPI = start_mpi()
+    if gpu and name in MPI_GPU_NAMES and cuda_aware_mpi(MPI) is False:
+        raise ValueError(
+            'communicator {!r} hands MPI GPU arrays, and this MPI is not '
+            'CUDA-aware ({}); on GPUs: pure_nccl or pure_nccl_fp16 (NCCL), '
+            'or a CUDA-aware MPI'.format(name, library_name(MPI)))
     if mpi_comm is None:
-        mpi_comm = start_mpi().COMM_WORLD
+        mpi_comm = MPI.COMM_WORLD
     # Imported here: ChainerMN's communicator modules initialize MPI.
     if name == 'mpi_fp16':
         from communicators.mpi_fp16_communicator import MpiFp16Communicator

@@ -1,0 +1,36 @@
+"""Whether the MPI library takes GPU buffers (is CUDA-aware).
+
+ChainerMN's ``naive`` and ``flat`` hand MPI device pointers on GPUs; an MPI
+that is not CUDA-aware reads them as host memory and crashes at the initial
+broadcast or the first all-reduce. MPI itself cannot say; Open MPI's
+``MPIX_Query_cuda_support()`` and MPICH's ``MPIX_GPU_query_support`` can,
+after MPI has started, and other libraries are not asked.
+"""
+import ctypes
+
+#: MPICH's ``MPIX_GPU_SUPPORT_CUDA`` (mpi.h): the type of GPU asked about.
+MPICH_GPU_SUPPORT_CUDA = 0
+
+
+def cuda_aware_mpi(MPI):
+    """True or False where the started MPI of mpi4py's module ``MPI`` says
+    whether it is CUDA-aware, None where it cannot say."""
+    try:
+        library = ctypes.CDLL(MPI.__file__)
+    except OSError:
+        return None
+    if hasattr(library, 'MPIX_Query_cuda_support'):  # Open MPI
+        return bool(library.MPIX_Query_cuda_support())
+    if hasattr(library, 'MPIX_GPU_query_support'):  # MPICH
+        supported = ctypes.c_int()
+        if library.MPIX_GPU_query_support(
+                MPICH_GPU_SUPPORT_CUDA, ctypes.byref(supported)) == 0:
+            return bool(supported.value)
+    return None
+
+
+def library_name(MPI):
+    """The MPI library's name and version, as its version string starts:
+    ``Open MPI v5.0.3``, ``MPICH Version: 4.2.0``."""
+    first = MPI.Get_library_version().replace('\0', '').splitlines()[0]
+    return ' '.join(first.split(',')[0].split())
