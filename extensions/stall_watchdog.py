@@ -65,8 +65,9 @@ def start_deadline(timeout, grace=20.0, exit=os._exit):
         return
     rank = next((int(os.environ[name]) for name in RANK_VARIABLES
                  if name in os.environ), 0)
-    timer = threading.Timer(timeout + (grace if rank else 0.),
-                            _start_overdue, (rank, timeout, exit))
+    delay = timeout + (grace if rank else 0.)
+    timer = threading.Timer(delay, _start_overdue, (
+        rank, timeout, time.monotonic() + delay, grace, exit))
     timer.daemon = True
     timer.start()
     try:
@@ -75,13 +76,18 @@ def start_deadline(timeout, grace=20.0, exit=os._exit):
         timer.cancel()
 
 
-def _start_overdue(rank, timeout, exit):
-    print('{}: error: no progress within --stall-timeout {:g} s: the job\'s '
-          'start (MPI, the communicator) has not ended on rank {} on {}; a '
-          'worker is stopped there or its node is gone; ending the job '
-          '(exit {})'.format(os.path.basename(sys.argv[0]), timeout, rank,
-                             socket.gethostname(), STALLED_STATUS),
-          file=sys.stderr, flush=True)
+def _start_overdue(rank, timeout, due, grace, exit):
+    """Say so and end; silently where this worker wakes half the ``grace``
+    or more past its deadline: it was the one stopped (rank 0, woken as its
+    launcher ends the job), and another has said so."""
+    if time.monotonic() - due < grace / 2:
+        print('{}: error: no progress within --stall-timeout {:g} s: the '
+              'job\'s start (MPI, the communicator) has not ended on rank {} '
+              'on {}; a worker is stopped there or its node is gone; ending '
+              'the job (exit {})'.format(
+                  os.path.basename(sys.argv[0]), timeout, rank,
+                  socket.gethostname(), STALLED_STATUS),
+              file=sys.stderr, flush=True)
     exit(STALLED_STATUS)
 
 

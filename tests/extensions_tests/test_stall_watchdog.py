@@ -5,6 +5,7 @@ import time
 import pytest
 
 import errors
+from extensions.stall_watchdog import _start_overdue
 from extensions.stall_watchdog import describe
 from extensions.stall_watchdog import start_deadline
 from extensions.stall_watchdog import stalled_ranks
@@ -71,3 +72,14 @@ def test_a_start_past_the_deadline_ends_the_job_rank_0_first(monkeypatch,
 def test_no_deadline_at_a_timeout_of_0(monkeypatch):
     with start_deadline(0, exit=pytest.fail):
         time.sleep(0.05)
+
+
+def test_a_worker_that_wakes_long_past_its_deadline_ends_silently(capsys):
+    """It was the one stopped: the others have said so."""
+    exits = []
+    _start_overdue(0, 8, time.monotonic() - 11, 20, exits.append)
+    assert exits == [errors.STALLED_STATUS]
+    assert capsys.readouterr().err == ''
+    _start_overdue(0, 8, time.monotonic() - 9, 20, exits.append)
+    assert exits == [errors.STALLED_STATUS] * 2
+    assert 'on rank 0 on' in capsys.readouterr().err
