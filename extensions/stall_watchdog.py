@@ -48,8 +48,10 @@ from errors import STALLED_STATUS
 _HEARTBEAT, _ANSWER = 71, 72
 
 
-#: Environment variables in which MPI launchers give a process its rank.
-RANK_VARIABLES = ('OMPI_COMM_WORLD_RANK', 'PMIX_RANK', 'PMI_RANK')
+#: Environment variables in which launchers give a process its rank, the
+#: MPI launchers' first (within a Slurm step, ``SLURM_PROCID`` is srun's).
+RANK_VARIABLES = ('OMPI_COMM_WORLD_RANK', 'PMIX_RANK', 'PMI_RANK',
+                  'SLURM_PROCID')
 
 
 @contextlib.contextmanager
