@@ -28,6 +28,7 @@ LIBRARY = 'libdnnl.so.3'
 
 # Values from oneDNN 3.2's dnnl_types.h and dnnl_common_types.h.
 _SUCCESS = 0
+_OUT_OF_MEMORY = 1
 _CPU_ENGINE = 1
 _STREAM_IN_ORDER = 1
 _F32 = 3
@@ -103,6 +104,11 @@ def convolves_channels_last():
 
 
 def _check(status, what):
+    """oneDNN's out of memory is a MemoryError, as NumPy's is, so that the
+    job ends it with its advice; any other failure a RuntimeError."""
+    if status == _OUT_OF_MEMORY:
+        raise MemoryError('oneDNN {} could not allocate its memory'.format(
+            what))
     if status != _SUCCESS:
         raise RuntimeError('oneDNN {} failed with status {}'.format(
             what, status))

@@ -104,3 +104,13 @@ def test_activations_stay_channel_major_where_onednn_lacks_avx512():
             avx512, enabled, channel_major = out.stdout.split()
             assert enabled == avx512
             assert channel_major == str(avx512 == 'False')
+
+
+def test_its_out_of_memory_is_a_memory_error():
+    """So that the job ends it with its one line and advice, as NumPy's
+    (tests/integration/test_reliability.py meets either)."""
+    with pytest.raises(MemoryError) as info:
+        onednn._check(1, 'reorder')
+    assert str(info.value) == 'oneDNN reorder could not allocate its memory'
+    with pytest.raises(RuntimeError):
+        onednn._check(2, 'reorder')

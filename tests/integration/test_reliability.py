@@ -702,8 +702,9 @@ def test_a_killed_loader_ends_the_job_with_one_line(tmp_path):
 
 def test_a_rank_out_of_memory_ends_the_job_with_one_line(tmp_path):
     """Rank 1 gets 256 MiB more address space once the communicator is
-    up: its forward pass at 224 px fails to allocate while rank 0 goes on
-    into the all-reduce, where the abort ends it."""
+    up: its forward pass at 224 px fails to allocate (in NumPy or in
+    oneDNN, whichever asks first past the cap) while rank 0 goes on into
+    the all-reduce, where the abort ends it."""
     proc = run_mpi(2, ['tests/mpi_scripts/train_out_of_memory.py', '1',
                        str(256 * 2 ** 20), '--demo', '--crop-size', '224',
                        '--batchsize', '8', '--loaderjob', '0', '--out',
@@ -712,7 +713,8 @@ def test_a_rank_out_of_memory_ends_the_job_with_one_line(tmp_path):
     lines = [line for line in proc.stderr.splitlines() if 'error:' in line]
     assert len(lines) == 1, proc.stderr[-2000:]
     assert re.search(
-        r'train_imagenet\.py: error: worker 1: Unable to allocate .+; halve '
+        r'train_imagenet\.py: error: worker 1: (Unable to allocate .+|oneDNN '
+        r'\w+ could not allocate its memory); halve '
         r'--batchsize and double --accumulate: the total minibatch stays the '
         r'same \(validation has its own, --val-batchsize\)$', lines[0])
     assert 'Traceback' not in proc.stderr
