@@ -17,11 +17,12 @@ How a failure on one worker or on all of them ends the MPI job:
 - A stop signal (SIGTERM or SIGUSR1, :mod:`extensions.signal_stop`): every
   worker stops after the same update, rank 0 saves its snapshot and prints
   one line, and every worker exits 4.
-- Out of memory (NumPy's MemoryError, CuPy's ``OutOfMemoryError``, which is
-  one): each worker that ran out prints one line naming its rank, the
-  allocation that failed and the caller's advice, and aborts the job with
-  status 1. (The Linux OOM killer ends a process without a word: on CPUs
-  only an allocation the kernel refuses at once gets here.)
+- Out of memory (NumPy's MemoryError, CuPy's ``OutOfMemoryError`` and the
+  CPU engine's oneDNN out of memory, which are ones): each worker that ran
+  out prints one line naming its rank, the allocation that failed and the
+  caller's advice, and aborts the job with status 1. (The Linux OOM killer
+  ends a process without a word: on CPUs only an allocation the kernel
+  refuses at once gets here.)
 - A loader process that died (:class:`errors.LoaderDiedError`: the OOM
   killer's, or a crash): its worker prints one line naming its rank and
   the caller's advice, and aborts the job with status 1.
