@@ -8,6 +8,8 @@ after MPI has started, and other libraries are not asked.
 """
 import ctypes
 
+from communicators import mpi_start
+
 #: MPICH's ``MPIX_GPU_SUPPORT_CUDA`` (mpi.h): the type of GPU asked about.
 MPICH_GPU_SUPPORT_CUDA = 0
 
@@ -15,9 +17,8 @@ MPICH_GPU_SUPPORT_CUDA = 0
 def cuda_aware_mpi(MPI):
     """True or False where the started MPI of mpi4py's module ``MPI`` says
     whether it is CUDA-aware, None where it cannot say."""
-    try:
-        library = ctypes.CDLL(MPI.__file__)
-    except OSError:
+    library = mpi_start.library(MPI)
+    if library is None:
         return None
     if hasattr(library, 'MPIX_Query_cuda_support'):  # Open MPI
         return bool(library.MPIX_Query_cuda_support())

@@ -24,9 +24,8 @@ def start_mpi():
     from mpi4py import MPI
     if MPI.Is_initialized():
         return MPI
-    try:
-        init = ctypes.CDLL(MPI.__file__).MPI_Init_thread
-    except (OSError, AttributeError):
+    init = getattr(library(MPI), 'MPI_Init_thread', None)
+    if init is None:
         MPI.Init_thread(MPI.THREAD_MULTIPLE)
         return MPI
     init.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
@@ -38,3 +37,12 @@ def start_mpi():
     for comm in (MPI.COMM_SELF, MPI.COMM_WORLD):
         comm.Set_errhandler(MPI.ERRORS_RETURN)
     return MPI
+
+
+def library(MPI):
+    """The MPI library that mpi4py's module ``MPI`` linked, through ctypes
+    (its symbols resolve through the module's own handle), or None."""
+    try:
+        return ctypes.CDLL(MPI.__file__)
+    except OSError:
+        return None

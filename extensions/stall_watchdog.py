@@ -83,13 +83,10 @@ def _start_overdue(rank, timeout, due, grace, exit):
     or more past its deadline: it was the one stopped (rank 0, woken as its
     launcher ends the job), and another has said so."""
     if time.monotonic() - due < grace / 2:
-        print('{}: error: no progress within --stall-timeout {:g} s: the '
-              'job\'s start (MPI, the communicator) has not ended on rank {} '
-              'on {}; a worker is stopped there or its node is gone; ending '
-              'the job (exit {})'.format(
-                  os.path.basename(sys.argv[0]), timeout, rank,
-                  socket.gethostname(), STALLED_STATUS),
-              file=sys.stderr, flush=True)
+        _say(ending_line(timeout, 'the job\'s start (MPI, the communicator) '
+                         'has not ended on rank {} on {}; a worker is stopped '
+                         'there or its node is gone'.format(
+                             rank, socket.gethostname())))
     exit(STALLED_STATUS)
 
 
@@ -219,8 +216,7 @@ class StallWatchdog(object):
                     silent))], self.hosts, self.timeout))
 
     def _end(self, line):
-        print('{}: error: {}'.format(os.path.basename(sys.argv[0]), line),
-              file=sys.stderr, flush=True)
+        _say(line)
         self.abort(STALLED_STATUS)
 
 
@@ -252,7 +248,17 @@ def stalled_ranks(heard, states, now, timeout):
 
 def describe(stalled, hosts, timeout):
     """The one line that ends the job."""
-    return ('no progress within --stall-timeout {:g} s: {}; ending the job '
-            '(exit {})'.format(timeout, '; '.join(
-                'rank {} on {} {}'.format(rank, hosts[rank], what)
-                for rank, what in stalled), STALLED_STATUS))
+    return ending_line(timeout, '; '.join(
+        'rank {} on {} {}'.format(rank, hosts[rank], what)
+        for rank, what in stalled))
+
+
+def ending_line(timeout, what):
+    """A stall's line, ``what`` said of the ranks."""
+    return 'no progress within --stall-timeout {:g} s: {}; ending the job ' \
+        '(exit {})'.format(timeout, what, STALLED_STATUS)
+
+
+def _say(line):
+    print('{}: error: {}'.format(os.path.basename(sys.argv[0]), line),
+          file=sys.stderr, flush=True)
