@@ -70,6 +70,7 @@ from errors import ParameterError
 from extensions import run_directory
 from extensions import signal_stop
 from extensions.stall_watchdog import StallWatchdog
+import launchers
 import processes
 
 
@@ -251,10 +252,6 @@ def _release_local_resources():
         pass
 
 
-#: Environment variables that MPI launchers set in every process they start.
-LAUNCHED = ('OMPI_COMM_WORLD_SIZE', 'PMIX_RANK', 'PMI_RANK', 'PMI_SIZE')
-
-
 def prepare_process(loaders):
     """Ready this process before MPI starts; its warnings are one line
     (:func:`one_line_warning`). Without a launcher, Open MPI's
@@ -264,7 +261,7 @@ def prepare_process(loaders):
     worker that MPI_Abort ended, without a warning) and, with ``loaders``,
     the loaders' forkserver start now: forks of a process that has started
     MPI crash on InfiniBand; both ignore the stop signals."""
-    if not any(name in os.environ for name in LAUNCHED):
+    if not launchers.launched():
         os.environ.setdefault('OMPI_MCA_btl', 'self')
     sys.warnoptions.append('ignore:resource_tracker:UserWarning')
     warnings.formatwarning = one_line_warning

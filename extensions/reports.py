@@ -13,6 +13,7 @@ from chainer.training import extensions as chainer_extensions
 from extensions import snapshot_files
 from extensions.snapshots import MODEL_NAME
 from extensions.triggers import AnyOfTriggers
+import launchers
 
 LOSS = ['main/loss', 'validation/main/loss']
 ACCURACY = ['main/accuracy', 'validation/main/accuracy',
@@ -53,8 +54,7 @@ def is_watched():
     launcher's."""
     if not sys.stdout.isatty():
         return False
-    if not any(key in os.environ for key in ('OMPI_COMM_WORLD_RANK',
-                                             'PMIX_RANK', 'PMI_RANK')):
+    if not launchers.launched():
         return True
     try:
         target = os.readlink('/proc/{}/fd/1'.format(os.getppid()))

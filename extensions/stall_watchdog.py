@@ -44,14 +44,9 @@ import numpy
 from chainer import training
 
 from errors import STALLED_STATUS
+import launchers
 
 _HEARTBEAT, _ANSWER = 71, 72
-
-
-#: Environment variables in which launchers give a process its rank, the
-#: MPI launchers' first (within a Slurm step, ``SLURM_PROCID`` is srun's).
-RANK_VARIABLES = ('OMPI_COMM_WORLD_RANK', 'PMIX_RANK', 'PMI_RANK',
-                  'SLURM_PROCID')
 
 
 @contextlib.contextmanager
@@ -65,8 +60,7 @@ def start_deadline(timeout, grace=20.0, exit=os._exit):
     if timeout <= 0:
         yield
         return
-    rank = next((int(os.environ[name]) for name in RANK_VARIABLES
-                 if name in os.environ), 0)
+    rank = launchers.rank()
     delay = timeout + (grace if rank else 0.)
     timer = threading.Timer(delay, _start_overdue, (
         rank, timeout, time.monotonic() + delay, grace, exit))
