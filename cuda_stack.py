@@ -34,7 +34,7 @@ import socket
 import sys
 
 import chainer_compat
-from errors import InputError
+from largebatch.errors import InputError
 
 INSTALL = "pip install -e '.[gpu]'"  # CuPy 13, CUDA 12, cuDNN 8.9, NCCL
 # NCCL's wheel for each CUDA major of CuPy's wheels

@@ -25,9 +25,9 @@ import numpy  # NOQA: E402
 import image_data  # NOQA: E402
 from image_data import in_memory  # NOQA: E402
 from image_data.image_list import read_dataset  # NOQA: E402
-from errors import InputError  # NOQA: E402
-from errors import LoaderDiedError  # NOQA: E402
-from errors import out_of_memory_text  # NOQA: E402
+from largebatch.errors import InputError  # NOQA: E402
+from largebatch.errors import LoaderDiedError  # NOQA: E402
+from largebatch.errors import out_of_memory_text  # NOQA: E402
 from extensions.evaluator import batch_sums  # NOQA: E402
 import models  # NOQA: E402
 

@@ -13,7 +13,7 @@ import sys
 
 import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
 
-from errors import InputError
+from largebatch.errors import InputError
 import models
 from models.onnx_export import to_onnx
 

@@ -9,7 +9,7 @@ import math
 import re
 
 import cuda_stack
-import errors
+from largebatch import errors
 import image_data
 from image_data import demo
 import models

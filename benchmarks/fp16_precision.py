@@ -197,8 +197,8 @@ def main(argv=None):
 
     images, labels = _demo_images(args.crop_size)
     numpy.random.seed(0)
-    model = models.build_classifier(10, bn_stats='moving-average',
-                                    layers=cpu_engine)
+    model = models.build_classifier(models.ClassifierSpec(
+        10, bn_stats='moving-average'), layers=cpu_engine)
     print('ResNet-50, 10 classes, {} px, {} images per worker, one in {} '
           'elements sampled'.format(args.crop_size, args.batchsize,
                                     args.sample))

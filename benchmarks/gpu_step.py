@@ -44,7 +44,7 @@ import numpy  # NOQA: E402
 
 from benchmarks import train_step  # NOQA: E402
 import communicators  # NOQA: E402
-import errors  # NOQA: E402
+from largebatch import errors  # NOQA: E402
 import models  # NOQA: E402
 from optimizers import recipes  # NOQA: E402
 import train_arguments  # NOQA: E402
@@ -61,20 +61,24 @@ class SameBatch(chainer.dataset.Iterator):
         return None
 
 
-def chainer_step(device, comm, size, batchsize, recipe):
-    """The trainer's update on ``device`` as a closure, and the optimizer.
+def chainer_step(device, comm, size, batchsize, recipe,
+                 abilities=communicators.abilities('naive')):
+    """The trainer's update on ``device`` as a closure, and the optimizer;
+    ``abilities`` are ``comm``'s (:class:`communicators.Abilities`).
 
     Built as train_imagenet.py builds it (:func:`models.build_classifier`,
     :func:`optimizers.recipes.create_multi_node_optimizer`, the parameters
     broadcast before the first step), with the learning rate at 0.
     """
     mixed16 = recipe.dtype == 'mixed16'
-    model = models.build_classifier(
+    model = models.build_classifier(models.ClassifierSpec(
         1000, dtype=recipe.dtype, zero_init=recipe.zero_init_residual,
-        label_smoothing=recipe.label_smoothing)
+        label_smoothing=recipe.label_smoothing))
     model.to_device(device)
-    optimizer = recipes.create_multi_node_optimizer(recipe, model, comm)
-    communicators.broadcast_initial_parameters(optimizer, model, comm)
+    optimizer = recipes.create_multi_node_optimizer(
+        recipe, model, comm, mean_checked=abilities.checks_non_finite)
+    communicators.broadcast_initial_parameters(
+        optimizer, model, comm, world_nccl=abilities.world_nccl)
     actual = optimizer.actual_optimizer
     for attr, schedule in recipes.hyperparameter_schedules(
             recipe, batchsize).items():
@@ -129,6 +133,7 @@ def benchmark(args):
         device = chainer.get_device('@numpy')
         name, synchronize = 'CPU', (lambda: None)
         comm = communicators.create_communicator('naive')
+        abilities = communicators.abilities('naive')
     else:
         device = chainer.get_device('@cupy:{}'.format(args.device))
         device.use()
@@ -137,6 +142,7 @@ def benchmark(args):
                              device.device.synchronize)
         comm = communicators.create_communicator('pure_nccl', 'float16',
                                                  gpu=True)
+        abilities = communicators.abilities('pure_nccl_fp16')
     tdevice = torch_device(args.device, args.no_torch)
     torch = train_step.torch
     result = {'device': name, 'size': args.size, 'warmup': args.warmup,
@@ -152,7 +158,7 @@ def benchmark(args):
             dict(loss_scale=None, loss_scale_interval=None)))
         for batchsize in args.batchsizes:
             step, optimizer = chainer_step(device, comm, args.size,
-                                           batchsize, recipe)
+                                           batchsize, recipe, abilities)
             speed, first = timed_steps(step, synchronize, batchsize,
                                        args.warmup, args.steps)
             row = {'dtype': dtype, 'batchsize': batchsize, 'chainer': speed,

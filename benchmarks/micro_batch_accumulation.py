@@ -42,9 +42,8 @@ class BackwardAccumulation(updaters.MicroBatchUpdater):
 
 def make_updater(cls, data, micro_batches, batchsize, width):
     numpy.random.seed(0)
-    model = models.build_classifier(10, width=width,
-                                    bn_stats='moving-average',
-                                    layers=cpu_engine)
+    model = models.build_classifier(models.ClassifierSpec(
+        10, width=width, bn_stats='moving-average'), layers=cpu_engine)
     optimizer = chainer.optimizers.MomentumSGD(lr=0)
     optimizer.setup(model)
     iterator = chainer.iterators.SerialIterator(data, batchsize)

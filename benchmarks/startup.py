@@ -10,8 +10,9 @@ inode), then for each rank count and each path runs ``mpiexec -n N`` of
 this module's ``--rank`` mode, which does what train_imagenet.py does
 before its first iteration:
 
-    new: ``image_data.load_index`` inside ``job.agree`` (rank 0 reads
-         and checks, the others receive the arrays by MPI_Bcast), then the
+    new: ``image_data.load_index`` inside the job's agreement
+         (``imagenet_job.agreement.agree``: rank 0 reads and checks, the
+         others receive the arrays by MPI_Bcast), then the
          GlobalOrderIterator and the validation iterator
     old: every rank reads and checks the list files into a list of
          ``(path, label)`` tuples, as Chainer's ImageNet example does,
@@ -76,7 +77,7 @@ def build_dataset(root, n_train, n_val, n_class):
 def old_read_list_file(path, root):
     """The list-file reader of the old path: every rank parses, checks
     every path and keeps a list of tuples."""
-    import errors
+    from largebatch import errors
     pairs = []
     with open(path) as f:
         for lineno, line in enumerate(f, 1):
@@ -143,15 +144,15 @@ def rank_main(args):
         p.start()
         p.join()
     import chainermn
-    import job
     import image_data
+    from imagenet_job.agreement import agree
     comm = chainermn.create_communicator('naive')
     mpi_up = time.time() - launch
     rss_before = _status()['VmRSS']
     train_list = os.path.join(args.dir, 'train.txt')
     val_list = os.path.join(args.dir, 'val.txt')
     if args.path == 'new':
-        train, val, n_class = job.agree(
+        train, val, n_class = agree(
             comm, image_data.load_index, comm, train_list, val_list, args.dir)
     else:
         train = old_read_list_file(train_list, args.dir)

@@ -56,7 +56,7 @@ import cpu_engine
 from cpu_engine import cpu_runtime
 from cpu_engine import updates
 import image_data
-import errors
+from largebatch import errors
 import models
 from optimizers import recipes
 from optimizers.corrected_momentum_sgd import CorrectedMomentumSGD
@@ -160,9 +160,9 @@ def chainer_step(size, batchsize, recipe):
     cpu_fast_paths = False`` runs Chainer's own functions through the same
     layers (``--stock``).
     """
-    model = models.build_classifier(
+    model = models.build_classifier(models.ClassifierSpec(
         1000, bn_stats='moving-average', zero_init=recipe.zero_init_residual,
-        label_smoothing=recipe.label_smoothing, layers=cpu_engine)
+        label_smoothing=recipe.label_smoothing), layers=cpu_engine)
     optimizer = frozen_optimizer(model, recipe, batchsize)
     rng = numpy.random.RandomState(1)
     x = rng.randn(batchsize, 3, size, size).astype(numpy.float32)

@@ -7,8 +7,11 @@ forkserver first; the communicator classes are imported from their own
 modules.
 """
 import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from communicators.factory import abilities  # NOQA
+from communicators.factory import Abilities  # NOQA
 from communicators.factory import create_communicator  # NOQA
 from communicators.factory import NAMES  # NOQA
 from communicators.factory import NCCL_NAMES  # NOQA
+from communicators.factory import resolve_name  # NOQA
 from communicators.initial_broadcast import broadcast_initial_parameters  # NOQA
 from communicators.mpi_start import start_mpi  # NOQA

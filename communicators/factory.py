@@ -1,4 +1,6 @@
 """``create_communicator``: ChainerMN's communicators and the float16 ones."""
+import dataclasses
+
 import chainermn
 import numpy
 
@@ -28,6 +30,39 @@ REMOVED = dict.fromkeys(
     ' (ChainerMN 7 removed it: pure_nccl, or pure_nccl_fp16, takes its '
     'place on GPUs)')
 
+#: The communicators whose NCCL communicator spans every worker
+#: (``nccl_comm``): the initial parameters are broadcast over it.
+WORLD_NCCL_NAMES = ('pure_nccl', 'pure_nccl_fp16')
+
+
+@dataclasses.dataclass(frozen=True)
+class Abilities:
+    """What a job needs to know of its communicator beyond ChainerMN's
+    interface, stated by name rather than probed on the object.
+
+    Attributes:
+        world_nccl (bool): one NCCL communicator spans every worker, and
+            broadcasts the initial parameters each dtype in its own.
+        rounds_to_float16 (bool): the gradients travel in float16: a
+            worker's gradient is rounded, as ``updaters.MicroBatchUpdater``
+            rounds each virtual worker's.
+        checks_non_finite (bool): the all-reduce checks the mean and raises
+            :class:`NonFiniteGradientError` itself, so an optimizer hook
+            need not check it again.
+    """
+    world_nccl: bool
+    rounds_to_float16: bool
+    checks_non_finite: bool
+
+
+def abilities(name):
+    """The :class:`Abilities` of communicator ``name`` (a name
+    :func:`resolve_name` returns)."""
+    return Abilities(world_nccl=name in WORLD_NCCL_NAMES,
+                     rounds_to_float16=name in FP16_NAMES,
+                     checks_non_finite=name in FP16_NAMES)
+
+
 # The float16 communicator that replaces each name at allreduce_dtype
 # 'float16': mpi_fp16 on CPUs, pure_nccl_fp16 on GPUs.
 _FP16_OF = {
@@ -38,30 +73,10 @@ _FP16_OF = {
 }
 
 
-def create_communicator(name='naive', allreduce_dtype=None, mpi_comm=None,
-                        gpu=False, dtype='float32'):
-    """A ChainerMN communicator by name.
-
-    Args:
-        name (str): one of ChainerMN's names (``naive``, ``flat``,
-            ``non_cuda_aware``, ``pure_nccl``, ``dummy``) or ``mpi_fp16``
-            (CPU, MPI) or ``pure_nccl_fp16`` (GPU, NCCL).
-        allreduce_dtype (str): ``'float16'`` turns ``naive`` into
-            ``mpi_fp16`` and ``pure_nccl`` into ``pure_nccl_fp16``;
-            ``'float32'`` with a float16 name is refused. ``None`` (the
-            default): what the name says.
-        mpi_comm: mpi4py communicator; ``MPI.COMM_WORLD`` by default.
-        gpu (bool): whether the workers have GPUs; NCCL needs them,
-            ``mpi_fp16`` takes CPU arrays only, and ``naive`` and ``flat``
-            need an MPI that takes GPU arrays (:mod:`communicators.
-            cuda_aware`).
-        dtype (str): the gradients' dtype, ``'float32'`` or ``'mixed16'``
-            (float16 gradients of the convolutions and linear layers).
-
-    Raises:
-        ValueError: unknown name or dtype, or a combination that does not
-            exist; the message is one line.
-    """
+def resolve_name(name, allreduce_dtype=None, gpu=False):
+    """The communicator that :func:`create_communicator` makes of ``name``
+    and ``allreduce_dtype`` on GPUs (``gpu``) or CPUs; ValueError (one line)
+    for a combination that does not exist."""
     if name not in NAMES:
         raise ValueError('unknown communicator {!r}; expected one of: {}{}'
                          .format(name, ', '.join(NAMES),
@@ -88,6 +103,34 @@ def create_communicator(name='naive', allreduce_dtype=None, mpi_comm=None,
             'communicator \'mpi_fp16\' all-reduces CPU (NumPy) gradients; on '
             'GPUs: pure_nccl_fp16, or naive or flat in float32 with a '
             'CUDA-aware MPI')
+    return name
+
+
+def create_communicator(name='naive', allreduce_dtype=None, mpi_comm=None,
+                        gpu=False, dtype='float32'):
+    """A ChainerMN communicator by name.
+
+    Args:
+        name (str): one of ChainerMN's names (``naive``, ``flat``,
+            ``non_cuda_aware``, ``pure_nccl``, ``dummy``) or ``mpi_fp16``
+            (CPU, MPI) or ``pure_nccl_fp16`` (GPU, NCCL).
+        allreduce_dtype (str): ``'float16'`` turns ``naive`` into
+            ``mpi_fp16`` and ``pure_nccl`` into ``pure_nccl_fp16``;
+            ``'float32'`` with a float16 name is refused. ``None`` (the
+            default): what the name says.
+        mpi_comm: mpi4py communicator; ``MPI.COMM_WORLD`` by default.
+        gpu (bool): whether the workers have GPUs; NCCL needs them,
+            ``mpi_fp16`` takes CPU arrays only, and ``naive`` and ``flat``
+            need an MPI that takes GPU arrays (:mod:`communicators.
+            cuda_aware`).
+        dtype (str): the gradients' dtype, ``'float32'`` or ``'mixed16'``
+            (float16 gradients of the convolutions and linear layers).
+
+    Raises:
+        ValueError: unknown name or dtype, or a combination that does not
+            exist; the message is one line.
+    """
+    name = resolve_name(name, allreduce_dtype, gpu)
     MPI = start_mpi()
     if gpu and name in MPI_GPU_NAMES and cuda_aware_mpi(MPI) is False:
         raise ValueError(

@@ -6,7 +6,7 @@ from chainer import backend
 from half_precision import segmented
 
 
-def broadcast_initial_parameters(optimizer, model, comm):
+def broadcast_initial_parameters(optimizer, model, comm, world_nccl=False):
     """Broadcast rank 0's parameters now, so the first update is a real one.
 
     ChainerMN's multi-node optimizer spends the first ``update()`` after a
@@ -14,15 +14,17 @@ def broadcast_initial_parameters(optimizer, model, comm):
     up front keeps every iteration an update and makes a resumed run follow
     the uninterrupted one step for step.
 
-    NCCL communicators broadcast each dtype's parameters in their own dtype
-    (:func:`broadcast_by_dtype`). ChainerMN's ``pure_nccl`` ``bcast_data``
-    sends every parameter in ``chainer.get_dtype()``: under
+    With ``world_nccl`` (``pure_nccl`` and ``pure_nccl_fp16``:
+    :class:`communicators.Abilities`) on GPUs, NCCL broadcasts each dtype's
+    parameters in their own dtype (:func:`broadcast_by_dtype`).
+    ChainerMN's ``pure_nccl`` ``bcast_data`` sends every parameter in
+    ``chainer.get_dtype()``: under
     ``chainer.mixed16`` it would round the float32 normalization parameters
     to float16, and CuPy 14 refuses the cast it makes
     (``array(copy=False, dtype=...)``). MPI communicators send each array as
     it is.
     """
-    if hasattr(comm, 'nccl_comm') and model.xp is not numpy:
+    if world_nccl and model.xp is not numpy:
         broadcast_by_dtype([param for _, param in sorted(
             model.namedparams())], nccl_broadcast(comm))
     else:

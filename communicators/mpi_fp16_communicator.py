@@ -6,7 +6,7 @@ from chainermn.communicators.naive_communicator import NaiveCommunicator
 
 from communicators.gradients import named_gradients
 from communicators.ring_allreduce import HalfPrecisionRingAllreduce
-from errors import NonFiniteGradientError
+from largebatch.errors import NonFiniteGradientError
 from half_precision import scaling
 from half_precision.conversion import to_float
 from half_precision.conversion import to_float_scaled
@@ -32,14 +32,6 @@ class MpiFp16Communicator(NaiveCommunicator):
     unpacks it multiplied by ``1 / (s p)``. Every other method is
     ChainerMN's.
     """
-
-    #: ``multi_node_mean_grad`` counts the non-finite elements of the summed
-    #: gradients and raises :class:`~errors.NonFiniteGradientError` itself,
-    #: so an optimizer hook need not check them again.
-    checks_non_finite = True
-    #: The gradients travel in float16: a worker's gradient is rounded, as
-    #: ``updaters.MicroBatchUpdater`` rounds each virtual worker's.
-    rounds_to_float16 = True
 
     def __init__(self, mpi_comm):
         super(MpiFp16Communicator, self).__init__(mpi_comm)

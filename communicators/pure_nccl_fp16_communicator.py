@@ -19,7 +19,7 @@ from chainermn.communicators.pure_nccl_communicator import \
 from communicators.gradients import named_gradients
 from communicators.initial_broadcast import broadcast_by_dtype
 from communicators.initial_broadcast import nccl_broadcast
-from errors import NonFiniteGradientError
+from largebatch.errors import NonFiniteGradientError
 from half_precision import scaling
 from half_precision import segmented
 
@@ -33,14 +33,6 @@ class PureNcclFp16Communicator(PureNcclCommunicator):
     ``multi_node_mean_grad`` on every worker alike when the sum holds inf
     or NaN. The check reads one number back from the GPU per update.
     """
-
-    #: ``multi_node_mean_grad`` counts the non-finite elements of the summed
-    #: gradients and raises :class:`~errors.NonFiniteGradientError` itself,
-    #: so an optimizer hook need not check them again.
-    checks_non_finite = True
-    #: The gradients travel in float16: a worker's gradient is rounded, as
-    #: ``updaters.MicroBatchUpdater`` rounds each virtual worker's.
-    rounds_to_float16 = True
 
     def __init__(self, mpi_comm):
         super(PureNcclFp16Communicator, self).__init__(mpi_comm)

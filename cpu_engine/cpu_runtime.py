@@ -18,7 +18,7 @@ from chainer.backends import intel64
 import numpy
 
 from cpu_engine import onednn
-from errors import InputError
+from largebatch.errors import InputError
 
 try:
     from cpu_engine import _kernels as kernels

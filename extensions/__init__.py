@@ -1,5 +1,5 @@
 """Trainer extensions: evaluation, throughput, the schedules' extension, BN
-statistics, reports, snapshots, the stall watchdog."""
+statistics, reports and TensorBoard events."""
 import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
 from extensions.evaluator import DistributedEvaluator  # NOQA
 from extensions.final_batch_statistics import SyncFinalBatchStatistics  # NOQA
@@ -8,9 +8,4 @@ from extensions.hyperparameter_schedule import HyperparameterSchedule  # NOQA
 from extensions.throughput import Throughput  # NOQA
 from extensions.triggers import AnyOfTriggers  # NOQA
 from extensions.reports import add_reports  # NOQA
-from extensions.reports import last_validation  # NOQA
-from extensions.reports import summary_line  # NOQA
-from extensions.stall_watchdog import start_deadline  # NOQA
-from extensions.stall_watchdog import StallWatchdog  # NOQA
 from extensions.tensorboard import TensorBoardReport  # NOQA
-from extensions.run_record import record_start  # NOQA

@@ -1,6 +1,6 @@
 """Input pipeline: ImageNet layouts, transforms and the training iterator."""
 import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
-from errors import InputError  # NOQA
+from largebatch.errors import InputError  # NOQA
 from image_data.global_order_iterator import GlobalOrderIterator  # NOQA
 from image_data.broadcast import broadcast_index  # NOQA
 from image_data.broadcast import load_datasets  # NOQA

@@ -12,7 +12,7 @@ import time
 
 from image_data.image_index import ImageIndex
 from image_data.image_list import read_datasets
-from errors import InputError
+from largebatch.errors import InputError
 
 
 def broadcast_index(comm, read, root=0):

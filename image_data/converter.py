@@ -1,7 +1,7 @@
 """Batch conversion that drops the images a transform could not decode."""
 import chainer
 
-from errors import InputError
+from largebatch.errors import InputError
 
 
 class SkippingConverter(object):

@@ -23,8 +23,8 @@ import numpy
 from PIL import Image
 from PIL import ImageOps
 
-from errors import InputError
-from errors import ParameterError
+from largebatch.errors import InputError
+from largebatch.errors import ParameterError
 
 try:
     import simplejpeg

@@ -13,8 +13,8 @@ run sees exactly the images it would have seen.
 import chainer
 import numpy
 
-from errors import InputError
-from errors import ParameterError
+from largebatch.errors import InputError
+from largebatch.errors import ParameterError
 from image_data.loaders import LoaderPool
 
 

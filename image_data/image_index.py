@@ -17,7 +17,7 @@ from multiprocessing import shared_memory
 
 import numpy
 
-import processes
+from largebatch import processes
 
 #: Shared-memory names start with this, the creating process's PID namespace
 #: and its id (:func:`segment_prefix`).

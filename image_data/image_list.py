@@ -9,7 +9,7 @@ import os
 import numpy
 
 from image_data.image_index import ImageIndex
-from errors import InputError
+from largebatch.errors import InputError
 
 IMAGE_EXTENSIONS = ('.jpeg', '.jpg', '.png', '.bmp', '.ppm', '.gif', '.tif',
                     '.tiff', '.webp')

@@ -26,7 +26,7 @@ import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
 from image_data import image_list
 from image_data.decoding import load_square
 from image_data.transforms import resize_for
-from errors import InputError
+from largebatch.errors import InputError
 
 
 class InMemoryDataset(object):

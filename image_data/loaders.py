@@ -24,7 +24,7 @@ from multiprocessing import connection
 from multiprocessing import util
 import signal
 
-from errors import LoaderDiedError
+from largebatch.errors import LoaderDiedError
 
 _PR_SET_PDEATHSIG = 1
 

@@ -22,8 +22,8 @@ from image_data.decoding import choose_decoder
 from image_data.decoding import load_rgb
 from image_data.decoding import load_square
 from image_data.decoding import UndecodableImageError
-from errors import InputError
-from errors import ParameterError
+from largebatch.errors import InputError
+from largebatch.errors import ParameterError
 
 #: Per-channel RGB mean of ImageNet's training set, in 0..255.
 IMAGENET_MEAN = numpy.array([123.675, 116.28, 103.53], dtype=numpy.float32)

@@ -4,6 +4,7 @@ from models import chainer_layers  # NOQA
 from models.builder import ARCHS as archs  # NOQA
 from models.builder import BN_STATS  # NOQA
 from models.builder import build_classifier  # NOQA
+from models.builder import ClassifierSpec  # NOQA
 from models.final_batch_normalization import FinalBatchNormalization  # NOQA
 from models.inference import plain_copy  # NOQA
 from models.label_smoothing import label_smoothed_cross_entropy  # NOQA

@@ -3,6 +3,7 @@ zero-init and layer set, the classifier with its loss around it.
 
 The trainer and the step benchmarks build the same model through it.
 """
+import dataclasses
 import functools
 
 import chainer
@@ -23,14 +24,13 @@ ARCHS = {'resnet50': ResNet50}
 BN_STATS = ('final-batch', 'moving-average')
 
 
-def build_classifier(n_class, arch='resnet50', width=1.0,
-                     bn_stats='final-batch', bn_variance='mean',
-                     micro_batches=1, dtype='float32',
-                     zero_init=False, label_smoothing=0.0,
-                     layers=chainer_layers):
-    """``L.Classifier`` of network ``arch`` with ``n_class`` outputs.
+@dataclasses.dataclass(frozen=True)
+class ClassifierSpec:
+    """What :func:`build_classifier` builds.
 
-    Args:
+    Attributes:
+        n_class: the outputs.
+        arch: a name of :data:`ARCHS`.
         width: channel-width multiplier (1: the network itself).
         bn_stats: one of :data:`BN_STATS`; final-batch BN keeps the
             statistics of ``micro_batches`` calls per update, read with
@@ -40,23 +40,36 @@ def build_classifier(n_class, arch='resnet50', width=1.0,
         zero_init: zero the last BN gamma of each residual block (Goyal et
             al.).
         label_smoothing: the loss's epsilon.
-        layers: the layer set (:mod:`models.chainer_layers`, or the CPU
-            engine's).
     """
+    n_class: int
+    arch: str = 'resnet50'
+    width: float = 1.0
+    bn_stats: str = 'final-batch'
+    bn_variance: str = 'mean'
+    micro_batches: int = 1
+    dtype: str = 'float32'
+    zero_init: bool = False
+    label_smoothing: float = 0.0
+
+
+def build_classifier(spec, layers=chainer_layers):
+    """``L.Classifier`` of the network ``spec`` (:class:`ClassifierSpec`)
+    states, of ``layers`` (:mod:`models.chainer_layers`, or the CPU
+    engine's)."""
     norm = layers.BatchNormalization
-    if bn_stats == 'final-batch':
+    if spec.bn_stats == 'final-batch':
         norm = functools.partial(
-            FinalBatchNormalization, variance=bn_variance,
-            micro_batches=micro_batches,
+            FinalBatchNormalization, variance=spec.bn_variance,
+            micro_batches=spec.micro_batches,
             batch_normalization=layers.batch_normalization)
-    mixed16 = dtype == 'mixed16'
+    mixed16 = spec.dtype == 'mixed16'
     with chainer.using_config('dtype', chainer.mixed16 if mixed16
                               else numpy.float32):
-        predictor = ARCHS[arch](n_class, norm=norm, layers=layers,
-                                width=width)
-    if zero_init:
+        predictor = ARCHS[spec.arch](spec.n_class, norm=norm, layers=layers,
+                                     width=spec.width)
+    if spec.zero_init:
         zero_init_residual(predictor)
     if mixed16:
         predictor = MixedPrecision(predictor)
     return L.Classifier(predictor, lossfun=functools.partial(
-        label_smoothed_cross_entropy, eps=label_smoothing))
+        label_smoothed_cross_entropy, eps=spec.label_smoothing))

@@ -20,11 +20,12 @@ import chainer
 from chainer.serializers import npz
 import numpy
 
-from errors import InputError
+from largebatch.errors import InputError
 from models import chainer_layers
 from models import chainer_resnet50
 from models.builder import ARCHS
 from models.builder import build_classifier
+from models.builder import ClassifierSpec
 from models.inference import plain_copy
 from models.mixed_precision import MixedPrecision
 
@@ -221,10 +222,10 @@ def _from_snapshot(archive, path):
     metadata = {'arch': config('arch'), 'width': config('width'),
                 'n_class': config('n_class')}
     _build(metadata, path)  # a known architecture, before the full model
-    trained = build_classifier(
+    trained = build_classifier(ClassifierSpec(
         int(metadata['n_class']), metadata['arch'], float(metadata['width']),
         config('bn_stats'), config('bn_variance', 'mean'),
-        int(config('accumulate', 1)), config('dtype', 'float32'),
+        int(config('accumulate', 1)), config('dtype', 'float32')),
         layers=chainer_layers)
     _deserialize(trained, archive, path, _SNAPSHOT_MODEL)
     return plain_copy(trained.predictor, lambda: _build(metadata, path)), \

@@ -2,7 +2,7 @@
 import chainer
 import numpy
 
-from errors import NonFiniteGradientError
+from largebatch.errors import NonFiniteGradientError
 
 # A float16 is inf or NaN exactly when its magnitude bits reach 0x7c00.
 _FP16_MAGNITUDE = numpy.uint16(0x7fff)
@@ -31,24 +31,23 @@ class NonFiniteGradientGuard(object):
     raise in the same iteration and none applies the update.
 
     Args:
-        checked_by: the communicator. One that checks the mean itself
-            (``mpi_fp16``, ``pure_nccl_fp16``) says so with
-            ``checks_non_finite = True`` and raises the same error; the
-            multi-node optimizer runs its mean before every update, so the
-            guard then scans nothing (on a GPU the scan reads every gradient
-            again and waits for the device). Any other communicator, or
-            none: every update is scanned.
+        mean_checked (bool): the communicator checks the mean itself and
+            raises the same error (``mpi_fp16``, ``pure_nccl_fp16``:
+            :class:`communicators.Abilities`); the multi-node optimizer runs
+            its mean before every update, so the guard then scans nothing
+            (on a GPU the scan reads every gradient again and waits for the
+            device). Otherwise every update is scanned.
     """
 
     name = 'NonFiniteGradientGuard'
     call_for_each_param = False
     timing = 'pre'
 
-    def __init__(self, checked_by=None):
-        self.checked_by = checked_by
+    def __init__(self, mean_checked=False):
+        self.mean_checked = mean_checked
 
     def __call__(self, optimizer):
-        if getattr(self.checked_by, 'checks_non_finite', False) is True:
+        if self.mean_checked:
             return
         params = [(name, p) for name, p in optimizer.target.namedparams()
                   if p.grad is not None]

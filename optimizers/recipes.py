@@ -31,7 +31,7 @@ import typing
 import chainer
 import chainermn
 
-from errors import ParameterError
+from largebatch.errors import ParameterError
 from optimizers import schedules
 from optimizers.corrected_momentum_sgd import CorrectedMomentumSGD
 from optimizers.lars import LARS
@@ -297,14 +297,16 @@ def add_hooks(optimizer, recipe, cpu_kernels=None):
         param.update_rule.add_hook(hook)
 
 
-def create_multi_node_optimizer(recipe, model, comm, cpu_kernels=None):
+def create_multi_node_optimizer(recipe, model, comm, cpu_kernels=None,
+                                mean_checked=False):
     """The recipe's optimizer of ``model`` over ChainerMN's ``comm``, set
     up, with the non-finite guard (which trusts a communicator that checks
-    itself) and the recipe's hooks (:func:`add_hooks`)."""
+    the mean itself: ``mean_checked``) and the recipe's hooks
+    (:func:`add_hooks`)."""
     optimizer = chainermn.create_multi_node_optimizer(
         create_optimizer(recipe, cpu_kernels), comm)
     optimizer.setup(model)
-    optimizer.add_hook(NonFiniteGradientGuard(checked_by=comm))
+    optimizer.add_hook(NonFiniteGradientGuard(mean_checked=mean_checked))
     add_hooks(optimizer, recipe, cpu_kernels)
     return optimizer
 

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import REPO
 import cuda_stack
-from errors import InputError
+from largebatch.errors import InputError
 
 INSTALL = "pip install -e '.[gpu]'"
 

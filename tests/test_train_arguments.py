@@ -4,7 +4,7 @@ checks argparse cannot make; the recipe the flags resolve to."""
 import pytest
 
 from communicators.factory import create_communicator
-import errors
+from largebatch import errors
 from image_data import demo
 from optimizers import recipes
 import train_arguments

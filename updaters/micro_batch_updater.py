@@ -31,7 +31,7 @@ import chainer
 from chainer import reporter
 from chainer import training
 
-from errors import NonFiniteGradientError
+from largebatch.errors import NonFiniteGradientError
 from half_precision import segmented
 from half_precision.scaling import round_as_worker
 from optimizers import fp32_masters

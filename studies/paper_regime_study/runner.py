@@ -26,10 +26,10 @@ from studies.trainer_runs import mpi_command
 from studies.trainer_runs import read_log
 from studies.trainer_runs import validation_curve
 from image_data import in_memory
-from extensions import snapshot_files
+from imagenet_job import snapshot_files
 from image_data import make_demo
 from image_data.transforms import resize_for
-from errors import DIVERGED_STATUS
+from largebatch.errors import DIVERGED_STATUS
 
 
 def prepare_data(root, idx_dir, plan):

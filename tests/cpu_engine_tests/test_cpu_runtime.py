@@ -3,7 +3,7 @@ import chainer
 import numpy
 import pytest
 
-import errors
+from largebatch import errors
 
 import cpu_engine
 from cpu_engine import cpu_runtime

@@ -9,7 +9,7 @@ import os
 import pytest
 
 import cuda_stack
-from errors import InputError
+from largebatch.errors import InputError
 
 
 def _missing():

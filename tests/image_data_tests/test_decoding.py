@@ -9,7 +9,7 @@ from PIL import Image
 from benchmarks.photos import write_photos
 from conftest import REPO
 from image_data import decoding
-import errors
+from largebatch import errors
 
 
 def write_image(path, size, mode, color):

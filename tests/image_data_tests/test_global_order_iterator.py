@@ -1,7 +1,7 @@
 import pytest
 
 import chainer
-import errors
+from largebatch import errors
 import image_data
 
 

@@ -4,7 +4,7 @@ import numpy
 import pytest
 from PIL import Image
 
-import errors
+from largebatch import errors
 import image_data
 from image_data import demo
 

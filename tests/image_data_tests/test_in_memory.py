@@ -6,7 +6,7 @@ from PIL import Image
 
 from image_data import in_memory
 from image_data import transforms
-from errors import InputError
+from largebatch.errors import InputError
 
 SIDE = transforms.resize_for(32)
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-import errors
+from largebatch import errors
 import image_data
 from image_data import loaders
 from image_data import validation

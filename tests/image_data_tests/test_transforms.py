@@ -6,7 +6,7 @@ from PIL import Image
 
 from benchmarks.photos import write_photos
 import image_data
-import errors
+from largebatch import errors
 
 
 def write_image(path, size, mode, color):

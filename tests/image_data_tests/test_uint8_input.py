@@ -4,7 +4,7 @@ import numpy
 import pytest
 
 import image_data
-from errors import ParameterError
+from largebatch.errors import ParameterError
 
 
 def images(n, side=20):

@@ -18,8 +18,8 @@ import pytest
 from PIL import Image
 
 from conftest import LAUNCH_FAILED, mpi_command, REPO, run_mpi
-import errors
-from extensions import snapshots
+from largebatch import errors
+from imagenet_job import resume
 
 SMALL = ['train_imagenet.py', '--demo', '--batchsize', '4', '--loaderjob',
          '0', '--log-interval', '1', '--val_batchsize', '50']
@@ -491,7 +491,7 @@ def test_a_full_disk_ends_in_one_line_and_keeps_the_snapshots(small_disk):
                      r'written before it are intact$'.format(out), errors[0])
     assert not [f for f in os.listdir(out) if '.tmp' in f]
     for name in ('snapshot_iter_1', 'snapshot_iter_2'):
-        assert snapshots.is_intact(os.path.join(out, name))
+        assert resume.Snapshot.read(os.path.join(out, name)) is not None
 
     # A full disk is found before training starts.
     filler = small_disk / 'filler'

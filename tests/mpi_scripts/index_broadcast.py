@@ -4,8 +4,9 @@ Usage: index_broadcast.py IMAGE_DIR TRAIN VAL [ROOT]
 Counts, per rank, the file-system calls (stat, lstat, listdir, scandir,
 open) on paths under IMAGE_DIR through wrappers of those functions, loads
 the index as train_imagenet.py does (:func:`image_data.load_index` inside
-``job.agree``), has a loader process of a GlobalOrderIterator read
-from the received index, and prints one JSON line per rank.
+``imagenet_job.agreement.agree``), has a loader process of a
+GlobalOrderIterator read from the received index, and prints one JSON line
+per rank.
 """
 import builtins
 import hashlib
@@ -56,12 +57,13 @@ def main():
     p.join()
 
     import chainermn
-    import job
     import image_data
+    from imagenet_job.agreement import agree
+    from imagenet_job.endings import ending_the_job
 
     comm = chainermn.create_communicator('naive')
-    with job.ending_the_job(out=None):
-        train, val, n_class = job.agree(
+    with ending_the_job(out=None):
+        train, val, n_class = agree(
             comm, image_data.load_index, comm, *sys.argv[2:])
     n_calls = len(calls)
     args = (train, 1, pair_transform, comm.rank, comm.size)

@@ -13,21 +13,21 @@ import sys
 import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
 
 import address_space
-import job
+from imagenet_job import devices
 
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), 'train_imagenet.py')
 rank, headroom = int(sys.argv[1]), int(sys.argv[2])
-create_communicator = job.create_communicator
+create_communicator = devices.create_communicator
 
 
 def capped_communicator(*args, **kwargs):
-    comm = create_communicator(*args, **kwargs)
+    comm, abilities = create_communicator(*args, **kwargs)
     if comm.rank == rank:
         address_space.cap(headroom)
-    return comm
+    return comm, abilities
 
 
-job.create_communicator = capped_communicator
+devices.create_communicator = capped_communicator
 sys.argv = [SCRIPT] + sys.argv[3:]
 runpy.run_path(SCRIPT, run_name='__main__')

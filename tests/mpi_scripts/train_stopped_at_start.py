@@ -14,13 +14,14 @@ import sys
 import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
 
 import image_data
-import job
+from imagenet_job import devices
+from imagenet_job import stall_watchdog
 
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), 'train_imagenet.py')
 rank, stage = int(sys.argv[1]), sys.argv[2]
-module, name = {'mpi': (job, 'create_communicator'),
-                'communicator': (job, 'start_watchdog'),
+module, name = {'mpi': (devices, 'create_communicator'),
+                'communicator': (stall_watchdog, 'start_watchdog'),
                 'datasets': (image_data, 'load_datasets')}[stage]
 original = getattr(module, name)
 

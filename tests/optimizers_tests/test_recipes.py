@@ -15,7 +15,7 @@ import chainermn
 import numpy
 import pytest
 
-import errors
+from largebatch import errors
 import extensions
 from optimizers import schedules
 from optimizers import CorrectedMomentumSGD

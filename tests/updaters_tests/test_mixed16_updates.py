@@ -4,7 +4,7 @@ import chainer.links as L
 import numpy
 import pytest
 
-from errors import NonFiniteGradientError
+from largebatch.errors import NonFiniteGradientError
 from models.mixed_precision import MixedPrecision
 from optimizers import fp32_masters
 from optimizers import NonFiniteGradientGuard

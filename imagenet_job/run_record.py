@@ -12,7 +12,7 @@ import socket
 import sys
 import time
 
-from extensions import snapshots
+from imagenet_job import snapshot_files
 
 
 def record_start(out, flags, recipe, workers, resumed_from):
@@ -26,7 +26,7 @@ def record_start(out, flags, recipe, workers, resumed_from):
     """
     history = []
     path = os.path.join(out, 'args.json')
-    if snapshots.is_regular(path):
+    if snapshot_files.is_regular(path):
         try:
             with open(path) as f:
                 history = json.load(f)

@@ -1,5 +1,5 @@
 """launchers: a launcher's variables, and none."""
-import launchers
+from largebatch import launchers
 
 
 def clear(monkeypatch):

@@ -1,11 +1,11 @@
-"""extensions.signal_stop: a signal sets a flag that every worker agrees on
+"""imagenet_job.signal_stop: a signal sets a flag that every worker agrees on
 after the update; a second one ends the process."""
 import os
 import signal
 import subprocess
 import sys
 
-from extensions import signal_stop
+from imagenet_job import signal_stop
 
 
 class OneWorker(object):
@@ -44,7 +44,7 @@ def test_a_signal_stops_after_the_update(monkeypatch):
 def test_a_second_signal_ends_the_process():
     code = ('import os, signal, time\n'
             'import chainer_compat\n'
-            'from extensions import signal_stop\n'
+            'from imagenet_job import signal_stop\n'
             'stop = signal_stop.SignalStop(None)\n'
             'os.kill(os.getpid(), signal.SIGTERM)\n'
             'os.kill(os.getpid(), signal.SIGTERM)\n'  # the same, twice
@@ -64,7 +64,7 @@ def test_a_second_signal_ends_the_process():
 def test_a_second_signal_after_the_workers_agreed_is_ignored():
     code = ('import os, signal, time\n'
             'import chainer_compat\n'
-            'from extensions import signal_stop\n'
+            'from imagenet_job import signal_stop\n'
             'from test_signal_stop import OneWorker, Trainer\n'
             'stop = signal_stop.SignalStop(OneWorker())\n'
             'os.kill(os.getpid(), signal.SIGUSR1)\n'

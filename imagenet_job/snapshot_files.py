@@ -4,7 +4,9 @@ The trainer writes them, ``--resume auto`` takes the newest, the closing
 line and a refused ``--out`` name it, and the study driver parks it: one
 rule for all of them.
 """
+import os
 import re
+import stat
 
 #: The trainer's snapshot file name, formatted with the trainer.
 PATTERN = 'snapshot_iter_{.updater.iteration}'
@@ -20,6 +22,15 @@ def iteration_of(name):
     """The iteration of snapshot file ``name``, None for another name."""
     match = _NAME.match(name)
     return int(match.group(1)) if match else None
+
+
+def is_regular(path):
+    """Whether ``path`` is a regular file itself: not a link, FIFO, device
+    or folder (which ``--resume auto`` never opens)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def in_order(names):

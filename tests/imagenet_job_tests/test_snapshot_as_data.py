@@ -6,8 +6,9 @@ import chainer
 import numpy
 import pytest
 
-from errors import InputError
-from extensions import snapshots
+from largebatch.errors import InputError
+from imagenet_job import resume
+from imagenet_job import snapshots
 
 
 class Holder(chainer.Chain):
@@ -50,9 +51,13 @@ def archive(tmp_path, **replace):
     return path
 
 
+def load(path, target):
+    resume.Snapshot.read(path).load_into(target)
+
+
 def test_a_snapshot_loads_its_values(tmp_path):
     holder = Holder()
-    snapshots.load(archive(tmp_path), holder)
+    load(archive(tmp_path), holder)
     assert holder.iteration == 12 and (holder.W.array == 7).all()
 
 
@@ -62,7 +67,7 @@ def test_pickled_objects_are_never_loaded(tmp_path):
                                                    dtype=object))
     with pytest.raises(InputError, match=r'^{}: iteration holds Python '
                        r'objects, which are never loaded$'.format(path)):
-        snapshots.load(path, Holder())
+        load(path, Holder())
     assert not os.path.exists(marker)
 
 
@@ -78,7 +83,7 @@ def test_impossible_values_are_one_line(tmp_path, replace, message):
     path = archive(tmp_path, **replace)
     before = open(path, 'rb').read()
     with pytest.raises(InputError) as e:
-        snapshots.load(path, Holder())
+        load(path, Holder())
     assert str(e.value).startswith('{}: {}'.format(path, message))
     assert '\n' not in str(e.value)
     assert open(path, 'rb').read() == before
@@ -88,7 +93,7 @@ def test_a_snapshot_older_than_a_configuration_key_loads(tmp_path):
     path = str(tmp_path / 'old')
     numpy.savez(path, arch=numpy.array('resnet50'))
     config = snapshots.RunConfiguration(arch='resnet50', bn_variance='union')
-    snapshots.load(path + '.npz', config)
+    load(path + '.npz', config)
     assert config.config == {'arch': 'resnet50', 'bn_variance': 'union'}
     with pytest.raises(InputError, match='the snapshot holds no W'):
-        snapshots.load(path + '.npz', Holder())
+        load(path + '.npz', Holder())

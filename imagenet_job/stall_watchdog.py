@@ -43,8 +43,8 @@ import time
 import numpy
 from chainer import training
 
-from errors import STALLED_STATUS
-import launchers
+from largebatch.errors import STALLED_STATUS
+from largebatch import launchers
 
 _HEARTBEAT, _ANSWER = 71, 72
 
@@ -212,6 +212,17 @@ class StallWatchdog(object):
     def _end(self, line):
         _say(line)
         self.abort(STALLED_STATUS)
+
+
+def start_watchdog(comm, timeout):
+    """This worker's stall watchdog, watching from now on; None for a job of
+    one process or a ``timeout`` of 0."""
+    if comm.size == 1 or timeout <= 0:
+        return None
+    watchdog = StallWatchdog(comm.mpi_comm, comm.mpi_comm.allgather(
+        socket.gethostname()), timeout)
+    watchdog.start()
+    return watchdog
 
 
 def _status():

@@ -1,4 +1,4 @@
-"""extensions.run_directory: the lock, the refusal of another run's
+"""imagenet_job.run_directory: the lock, the refusal of another run's
 directory and the free-space check."""
 import fcntl
 import os
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from extensions import run_directory
+from imagenet_job import run_directory
 
 
 def test_claim_creates_and_locks_the_directory(tmp_path):

@@ -21,14 +21,17 @@ import socket
 import stat
 import time
 
-from errors import InputError
-from extensions import snapshot_files
+from imagenet_job import snapshot_files
+from largebatch.errors import InputError
 
 LOCK_NAME = '.lock'
+#: The trained network of a finished run, as a plain Chainer model
+#: (:func:`models.saved_model.trained`).
+MODEL_NAME = 'model.npz'
 #: Files whose presence means the directory holds a run: its log, its
-#: finished network (``snapshots.MODEL_NAME``, which a new run would
-#: replace, also when it starts from it with --initmodel) and snapshots.
-RUN_FILES = ('log', 'model.npz', snapshot_files.GLOB)
+#: finished network (which a new run would replace, also when it starts
+#: from it with --initmodel) and snapshots.
+RUN_FILES = ('log', MODEL_NAME, snapshot_files.GLOB)
 
 
 class DirectoryInUse(InputError):

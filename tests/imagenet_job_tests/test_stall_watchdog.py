@@ -4,11 +4,11 @@ import time
 
 import pytest
 
-import errors
-from extensions.stall_watchdog import _start_overdue
-from extensions.stall_watchdog import describe
-from extensions.stall_watchdog import start_deadline
-from extensions.stall_watchdog import stalled_ranks
+from largebatch import errors
+from imagenet_job.stall_watchdog import _start_overdue
+from imagenet_job.stall_watchdog import describe
+from imagenet_job.stall_watchdog import start_deadline
+from imagenet_job.stall_watchdog import stalled_ranks
 
 
 def test_silent_ranks_are_named_not_those_that_wait_for_them():

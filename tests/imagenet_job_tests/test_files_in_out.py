@@ -9,8 +9,9 @@ import chainer
 import numpy
 import pytest
 
-from extensions import run_directory
-from extensions import snapshots
+from imagenet_job import run_directory
+from imagenet_job import resume
+from largebatch.errors import InputError
 
 
 def test_a_lock_that_is_a_link_is_refused_and_its_target_untouched(
@@ -44,36 +45,42 @@ def test_resume_auto_skips_what_is_not_a_regular_file(tmp_path):
                str(tmp_path / 'snapshot_iter_998'))
     found = []
     worker = threading.Thread(target=lambda: found.append(
-        snapshots.latest_snapshot(str(tmp_path))), daemon=True)
+        resume.latest_snapshot(str(tmp_path)).path), daemon=True)
     with pytest.warns(UserWarning, match='not a regular file'):
         worker.start()
         worker.join(10)
     assert found == [str(tmp_path / 'snapshot_iter_5')]
 
 
+def resume_path(outdir):
+    """The path of the snapshot ``--resume auto`` reads, or None."""
+    snapshot = resume.resume_snapshot('auto', outdir)
+    return None if snapshot is None else snapshot.path
+
+
 def test_resume_auto_over_only_damaged_snapshots_is_refused(tmp_path):
     """Starting afresh there would overwrite the run's log and prune its
     snapshots; a directory without snapshots starts afresh."""
-    assert snapshots.resume_path('auto', str(tmp_path)) is None
+    assert resume_path(str(tmp_path)) is None
     (tmp_path / 'log').write_text('[]')
-    assert snapshots.resume_path('auto', str(tmp_path)) is None
+    assert resume_path(str(tmp_path)) is None
     (tmp_path / 'snapshot_iter_90').write_bytes(b'PK\x03\x04 torn')
     with pytest.warns(UserWarning, match='skipping damaged snapshot'):
-        with pytest.raises(snapshots.InputError, match=r'^{}: every snapshot '
+        with pytest.raises(InputError, match=r'^{}: every snapshot '
                            r'in it is damaged \(snapshot_iter_90\); resume '
                            r'from one with --resume FILE'.format(
                                re.escape(str(tmp_path)))):
-            snapshots.resume_path('auto', str(tmp_path))
+            resume_path(str(tmp_path))
     write_snapshot(str(tmp_path / 'snapshot_iter_5'))
     with pytest.warns(UserWarning, match='skipping damaged snapshot'):
-        assert snapshots.resume_path('auto', str(tmp_path)) == str(
+        assert resume_path(str(tmp_path)) == str(
             tmp_path / 'snapshot_iter_5')
 
 
 def test_resume_of_a_fifo_is_one_line(tmp_path):
     os.mkfifo(str(tmp_path / 'snap'))
-    with pytest.raises(snapshots.InputError, match='not a regular file'):
-        snapshots.find_resume(str(tmp_path / 'snap'), str(tmp_path), None)
+    with pytest.raises(InputError, match='not a regular file'):
+        resume.find_resume(str(tmp_path / 'snap'), str(tmp_path), None)
 
 
 def test_a_killed_writers_temporary_files_are_removed(tmp_path):

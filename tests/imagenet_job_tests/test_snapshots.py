@@ -1,5 +1,6 @@
-"""extensions.snapshots: atomic writes, finding the snapshot to resume from,
-and the checks that refuse a snapshot or an output directory."""
+"""imagenet_job.snapshots and imagenet_job.resume: atomic writes, finding
+the snapshot to resume from, and the checks that refuse a snapshot or an
+output directory."""
 import os
 import re
 
@@ -7,8 +8,9 @@ import chainer
 import numpy
 import pytest
 
-from errors import InputError
-from extensions import snapshots
+from largebatch.errors import InputError
+from imagenet_job import resume
+from imagenet_job import snapshots
 
 CONFIG = dict(arch='resnet50', n_class=10, workers=2, batchsize=4,
               accumulate=1)
@@ -35,6 +37,17 @@ def snapshot_in(directory, iteration, **changes):
         iteration)), **changes)
 
 
+def find_resume(*args, **kwargs):
+    """The path of the snapshot :func:`resume.find_resume` read, or None."""
+    snapshot = resume.find_resume(*args, **kwargs)
+    return None if snapshot is None else snapshot.path
+
+
+def virtual_workers_per_worker(path, workers):
+    return resume.virtual_workers_per_worker(resume.Snapshot.read(path),
+                                             workers)
+
+
 def tear(path):
     with open(path, 'r+b') as f:
         f.truncate(os.path.getsize(path) // 2)
@@ -43,19 +56,19 @@ def tear(path):
 def test_atomic_writer_leaves_only_the_snapshot(tmp_path):
     path = snapshot_in(tmp_path, 3)
     assert os.listdir(str(tmp_path)) == ['snapshot_iter_3']
-    assert snapshots.is_intact(path)
+    assert resume.Snapshot.read(path) is not None
     with numpy.load(path) as archive:
         assert archive['extensions/run_configuration/batchsize'] == 4
 
 
 def test_no_resume_starts_afresh(tmp_path):
     snapshot_in(tmp_path, 3)
-    assert snapshots.find_resume(None, str(tmp_path), configuration()) is None
+    assert find_resume(None, str(tmp_path), configuration()) is None
 
 
 def test_auto_without_snapshots_starts_afresh(tmp_path):
-    assert snapshots.find_resume('auto', str(tmp_path / 'new'),
-                                 configuration()) is None
+    assert find_resume('auto', str(tmp_path / 'new'),
+                       configuration()) is None
 
 
 def test_the_writer_keeps_the_newest_by_iteration_and_only_snapshots(
@@ -83,7 +96,7 @@ def test_auto_takes_the_newest_intact_snapshot(tmp_path):
     (tmp_path / 'snapshot_iter_30.tmp').write_bytes(b'')  # not a snapshot
     (tmp_path / 'snapshot_iter_x').write_bytes(b'')
     with pytest.warns(UserWarning, match='skipping damaged snapshot .*_20'):
-        found = snapshots.find_resume('auto', str(tmp_path), configuration())
+        found = find_resume('auto', str(tmp_path), configuration())
     assert found == str(tmp_path / 'snapshot_iter_12')
 
 
@@ -91,18 +104,18 @@ def test_auto_checks_the_configuration_too(tmp_path):
     snapshot_in(tmp_path, 3, workers=1)
     with pytest.raises(InputError, match='taken with a total minibatch of 1 '
                        'workers x'):
-        snapshots.find_resume('auto', str(tmp_path), configuration())
+        find_resume('auto', str(tmp_path), configuration())
 
 
 def test_a_snapshot_of_the_same_total_on_another_split_is_accepted(
         tmp_path):
     path = snapshot_in(tmp_path, 3, workers=4, accumulate=2)
     config = configuration(workers=2, accumulate=4)
-    assert snapshots.find_resume(path, str(tmp_path), config) == path
-    assert snapshots.virtual_workers_per_worker(path, 1) == 8
+    assert find_resume(path, str(tmp_path), config) == path
+    assert virtual_workers_per_worker(path, 1) == 8
     with pytest.raises(InputError, match='its 8 virtual workers \\(4 workers '
                        'x 2 micro-batches\\) do not divide among 3 workers'):
-        snapshots.virtual_workers_per_worker(path, 3)
+        virtual_workers_per_worker(path, 3)
 
 
 @pytest.mark.parametrize('key, value, shown', [
@@ -114,15 +127,15 @@ def test_a_snapshot_whose_counts_are_not_counts_is_refused(tmp_path, key,
     message = r'^{}: its {} is {}, expected a positive count'.format(
         re.escape(path), key, re.escape(shown))
     with pytest.raises(InputError, match=message):
-        snapshots.virtual_workers_per_worker(path, 1)
+        virtual_workers_per_worker(path, 1)
     with pytest.raises(InputError, match=message):
-        snapshots.find_resume(path, str(tmp_path), configuration())
+        find_resume(path, str(tmp_path), configuration())
 
 
 def test_a_given_snapshot_that_matches(tmp_path):
     path = snapshot_in(tmp_path, 3)
-    assert snapshots.find_resume(path, str(tmp_path / 'elsewhere'),
-                                 configuration()) == path
+    assert find_resume(path, str(tmp_path / 'elsewhere'),
+                       configuration()) == path
 
 
 @pytest.mark.parametrize('key, value, message', [
@@ -135,8 +148,7 @@ def test_a_snapshot_of_another_setting_is_refused(tmp_path, key, value,
                                                   message):
     path = snapshot_in(tmp_path, 3)
     with pytest.raises(InputError) as info:
-        snapshots.find_resume(path, str(tmp_path),
-                              configuration(**{key: value}))
+        find_resume(path, str(tmp_path), configuration(**{key: value}))
     assert str(info.value).startswith(
         '{}: the snapshot was taken with {}; resume with the same '.format(
             path, message))
@@ -146,17 +158,17 @@ def test_a_snapshot_of_another_setting_is_refused(tmp_path, key, value,
 def test_a_missing_damaged_or_foreign_file_is_refused(tmp_path):
     missing = str(tmp_path / 'nope')
     with pytest.raises(InputError, match='^/.*nope: no such file'):
-        snapshots.find_resume(missing, str(tmp_path), configuration())
+        find_resume(missing, str(tmp_path), configuration())
     with pytest.raises(InputError) as info:
-        snapshots.find_resume(str(tmp_path), str(tmp_path), configuration())
+        find_resume(str(tmp_path), str(tmp_path), configuration())
     assert str(info.value) == (
         '{}: a directory, expected a snapshot file (or auto)'.format(
             tmp_path))
     torn = snapshot_in(tmp_path, 5)
     tear(torn)
     with pytest.raises(InputError, match='damaged or incomplete snapshot'):
-        snapshots.find_resume(torn, str(tmp_path), configuration())
+        find_resume(torn, str(tmp_path), configuration())
     foreign = str(tmp_path / 'weights.npz')
     numpy.savez(foreign, w=numpy.zeros(3))
     with pytest.raises(InputError, match='not a snapshot of this trainer'):
-        snapshots.find_resume(foreign, str(tmp_path), configuration())
+        find_resume(foreign, str(tmp_path), configuration())

@@ -2,7 +2,7 @@
 import numpy
 import pytest
 
-import errors
+from largebatch import errors
 
 
 class Param(object):

@@ -17,7 +17,7 @@ DIVERGED_STATUS = 3
 STOPPED_STATUS = 4
 
 #: The exit status of a job whose watchdog found a stalled worker
-#: (:mod:`extensions.stall_watchdog`): job scripts requeue it like a stop,
+#: (:mod:`imagenet_job.stall_watchdog`): job scripts requeue it like a stop,
 #: and it resumes from its newest snapshot.
 STALLED_STATUS = 5
 

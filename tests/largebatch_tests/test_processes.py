@@ -4,7 +4,7 @@ import subprocess
 import sys
 import time
 
-import processes
+from largebatch import processes
 
 
 def test_this_process_runs():
