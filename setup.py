@@ -18,7 +18,7 @@ setup(
     python_requires='>=3.9',
     packages=find_packages(exclude=['tests', 'tests.*']),
     py_modules=['chainer_compat', 'cuda_stack', 'eval_imagenet',
-                'export_onnx', 'train_arguments', 'train_imagenet'],
+                'export_onnx', 'train_imagenet'],
     package_data={'image_data': ['demo/*/*/*.jpg']},
     # F16C float16 conversions of the mpi_fp16 ring and the CPU engine;
     # optional: without a compiler half_precision.conversion falls back to

@@ -17,15 +17,15 @@ from chainer import training
 import communicators
 import extensions
 import image_data
+from imagenet_job import arguments
 from imagenet_job import Job
 import models
 from optimizers import recipes
-import train_arguments
 import updaters
 
 
 def main(argv=None):
-    args = train_arguments.parse(argv)
+    args = arguments.parse(argv)
     # MPI, the communicator, the device, --out, the resume, the job's end
     with Job.start(args) as job:
         train(args, job)
@@ -36,26 +36,7 @@ def train(args, job):
 
     # The datasets, read on rank 0 and shared; the mean; the total minibatch
     inputs = job.read_inputs()
-
-    # The iterators: one global order of the training set over the workers'
-    # micro-batches; on GPUs the images travel as uint8 and are normalized
-    # on the device (a per-pixel mean: on the host)
-    uint8_input = job.on_gpu and inputs.mean.ndim == 1
-    crop = dict(crop_size=args.crop_size, mean=inputs.mean,
-                resize=args.resize, skip_bad_images=args.skip_bad_images,
-                decoder=args.decoder,
-                resize_whole_image=args.resize_whole_image,
-                uint8_output=uint8_input)
-    transform = image_data.TrainTransform(**crop)
-    converter = image_data.SkippingConverter(
-        transform.normalize_batch if uint8_input else None)
-    train_iter = image_data.GlobalOrderIterator(
-        inputs.train, args.batchsize, transform, rank=comm.rank,
-        n_workers=comm.size, micro_batches=args.accumulate, seed=args.seed,
-        n_processes=args.loaderjob)
-    val_iter = image_data.validation_iterator(
-        inputs.val, comm.rank, comm.size, image_data.ValTransform(**crop),
-        args.val_batchsize, args.loaderjob, limit=64 if args.test else None)
+    train_iter, val_iter, converter = create_iterators(args, job, inputs)
 
     # The model: BN with final-batch statistics (the paper's), float16
     # activations and gradients under mixed16
@@ -92,27 +73,60 @@ def train(args, job):
     trainer = training.Trainer(updater, job.stop_trigger(length),
                                out=args.out)
     job.watch(trainer)
+    add_extensions(trainer, args, job, val_iter, converter, length,
+                   inputs.total_batchsize)
 
-    # Validation, at the end too (the closing line scores model.npz); the
-    # final-batch BN statistics averaged over the workers; the schedules
+    # Run: resume where a snapshot was found, train, save model.npz
+    job.run(trainer)
+
+
+def create_iterators(args, job, inputs):
+    """One global order of the training set over the workers' micro-batches,
+    each worker's shard of the validation set, and the converter; on GPUs
+    the images travel as uint8 and are normalized on the device (a
+    per-pixel mean: on the host)."""
+    comm = job.comm
+    uint8_input = job.on_gpu and inputs.mean.ndim == 1
+    crop = dict(crop_size=args.crop_size, mean=inputs.mean,
+                resize=args.resize, skip_bad_images=args.skip_bad_images,
+                decoder=args.decoder,
+                resize_whole_image=args.resize_whole_image,
+                uint8_output=uint8_input)
+    transform = image_data.TrainTransform(**crop)
+    converter = image_data.SkippingConverter(
+        transform.normalize_batch if uint8_input else None)
+    train_iter = image_data.GlobalOrderIterator(
+        inputs.train, args.batchsize, transform, rank=comm.rank,
+        n_workers=comm.size, micro_batches=args.accumulate, seed=args.seed,
+        n_processes=args.loaderjob)
+    val_iter = image_data.validation_iterator(
+        inputs.val, comm.rank, comm.size, image_data.ValTransform(**crop),
+        args.val_batchsize, args.loaderjob, limit=64 if args.test else None)
+    return train_iter, val_iter, converter
+
+
+def add_extensions(trainer, args, job, val_iter, converter, length,
+                   total_batchsize):
+    """Validation, at the end too (the closing line scores model.npz); the
+    final-batch BN statistics averaged over the workers; throughput; the
+    schedules; rank 0's snapshots, log and plots."""
+    comm, optimizer = job.comm, trainer.updater.get_optimizer('main')
+    model = optimizer.target
     val_trigger = length if args.test else extensions.AnyOfTriggers(
         [(args.val_interval, 'epoch'), length])
     trainer.extend(extensions.DistributedEvaluator(
-        val_iter, model.predictor, comm, converter, device),
+        val_iter, model.predictor, comm, converter, job.device),
         trigger=val_trigger)
     if args.bn_stats == 'final-batch':
         trainer.extend(extensions.SyncFinalBatchStatistics(
             model, comm, [val_trigger] + job.snapshot_triggers(length)))
-    trainer.extend(extensions.Throughput(inputs.total_batchsize))
+    trainer.extend(extensions.Throughput(total_batchsize))
     scheduled = extensions.add_schedules(
         trainer, recipes.hyperparameter_schedules(
-            recipe, inputs.total_batchsize), optimizer)
-    if updater.loss_scale is not None:
+            job.recipe, total_batchsize), optimizer)
+    if trainer.updater.loss_scale is not None:
         scheduled += ['loss_scale', 'overflows']
     job.extend_writers(trainer, length, scheduled, val_trigger)
-
-    # Run: resume where a snapshot was found, train, save model.npz
-    job.run(trainer)
 
 
 if __name__ == '__main__':

@@ -47,7 +47,7 @@ import communicators  # NOQA: E402
 from largebatch import errors  # NOQA: E402
 import models  # NOQA: E402
 from optimizers import recipes  # NOQA: E402
-import train_arguments  # NOQA: E402
+from imagenet_job import arguments  # NOQA: E402
 import updaters  # NOQA: E402
 
 
@@ -214,7 +214,7 @@ def parse_args(argv=None):
     parser.add_argument('--no-torch', action='store_true',
                         help='skip the PyTorch comparison')
     parser.add_argument('--json', help='also write the figures here')
-    train_arguments.add_recipe_arguments(parser)
+    arguments.add_recipe_arguments(parser)
     args = parser.parse_args(argv)
     if args.warmup < 0:
         parser.error('--warmup must be non-negative, got {}'.format(
@@ -228,7 +228,7 @@ def parse_args(argv=None):
         parser.error('--size must be at least 32 pixels, got {}'.format(
             args.size))
     try:
-        args.recipe = train_arguments.recipe_of(args)
+        args.recipe = arguments.recipe_of(args)
     except errors.ParameterError as e:
         parser.error(str(e))
     return args

@@ -61,7 +61,7 @@ import models
 from optimizers import recipes
 from optimizers.corrected_momentum_sgd import CorrectedMomentumSGD
 from optimizers.rmsprop_warmup import RMSpropWarmup
-import train_arguments
+from imagenet_job import arguments
 
 try:
     import threadpoolctl
@@ -485,7 +485,7 @@ def parse_args(argv=None):
     parser.add_argument('--profile', action='store_true',
                         help='also print where the time of --steps more of '
                         'our steps goes, by kind of work')
-    train_arguments.add_recipe_arguments(parser)
+    arguments.add_recipe_arguments(parser)
     args = parser.parse_args(argv)
     for flag in ('batchsize', 'steps', 'rounds'):
         if getattr(args, flag) < 1:
@@ -495,7 +495,7 @@ def parse_args(argv=None):
         parser.error('--sizes must be at least 32 pixels, got {}'.format(
             ' '.join(map(str, args.sizes))))
     try:
-        args.recipe = train_arguments.recipe_of(args)
+        args.recipe = arguments.recipe_of(args)
     except errors.ParameterError as e:
         parser.error(str(e))
     return args

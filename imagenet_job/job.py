@@ -21,6 +21,7 @@ import numpy
 
 import extensions
 import image_data
+from imagenet_job import arguments
 from imagenet_job import closing_line
 from imagenet_job import devices
 from imagenet_job import endings
@@ -37,7 +38,6 @@ from imagenet_job.agreement import naming
 from imagenet_job.nodes import node_ranks
 from largebatch.errors import InputError
 import models
-import train_arguments
 
 #: What the line of a worker that ran out of memory ends with.
 OUT_OF_MEMORY_ADVICE = (
@@ -108,14 +108,14 @@ class Job(object):
     @classmethod
     @contextlib.contextmanager
     def start(cls, args):
-        """The job of flags ``args`` (parsed by :mod:`train_arguments`),
+        """The job of flags ``args`` (parsed by :mod:`imagenet_job.arguments`),
         started; leaving the block ends it, each failure with its line and
         exit status."""
         with endings.ending_the_job(args.out, OUT_OF_MEMORY_ADVICE,
                                     LOADER_ADVICE):
             with naming():
-                train_arguments.check(args)
-                recipe = train_arguments.recipe_of(args, args.epoch)
+                arguments.check(args)
+                recipe = arguments.recipe_of(args, args.epoch)
             job = cls(args, recipe)
             yield job
             if job._watchdog:

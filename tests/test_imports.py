@@ -10,7 +10,8 @@ import pytest
 from conftest import REPO
 
 PACKAGES = ('models', 'optimizers', 'extensions', 'communicators',
-            'half_precision', 'image_data', 'updaters', 'train_imagenet')
+            'half_precision', 'image_data', 'updaters', 'imagenet_job',
+            'largebatch', 'train_imagenet')
 
 LOADED = '''
 import sys

@@ -22,16 +22,16 @@ from optimizers import CorrectedMomentumSGD
 from optimizers import recipes
 from optimizers import RMSpropWarmup
 from optimizers.weight_decay import WeightDecay
-import train_arguments
+from imagenet_job import arguments
 
 
 def make_recipe(*argv):
     """The recipe that the training script resolves from ``argv``."""
     parser = argparse.ArgumentParser(prog='train')
     parser.add_argument('--epoch', type=int, default=90)
-    train_arguments.add_recipe_arguments(parser)
+    arguments.add_recipe_arguments(parser)
     args = parser.parse_args(list(argv))
-    return train_arguments.recipe_of(args, args.epoch)
+    return arguments.recipe_of(args, args.epoch)
 
 
 @pytest.mark.parametrize('name, expected', [

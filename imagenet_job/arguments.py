@@ -2,8 +2,8 @@
 defaults that depend on other flags, the checks argparse cannot make, and the
 recipe the flags resolve to.
 
-The flags live here, beside the script, so that the packages below take
-values only; ``benchmarks/`` reads the recipe flags from here too."""
+The flags live with the job, above the packages, which take values only;
+``benchmarks/`` reads the recipe flags from here too."""
 import argparse
 import math
 import re
