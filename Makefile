@@ -22,12 +22,14 @@ setup: $(VENV)/.installed
 # chainer 7.8.1 builds from its sdist, whose setup.py needs setuptools<70:
 # older pips read PIP_CONSTRAINT in the build environment, newer ones
 # PIP_BUILD_CONSTRAINT. The C extensions are built at install: a changed
-# source reinstalls.
+# source reinstalls. A .pth file then loads chainer_compat before any
+# `import chainer` of the venv (largebatch/chainer_hook.py).
 $(VENV)/.installed: setup.py constraints.txt half_precision/_half.c \
-		cpu_engine/_kernels.c image_data/_resample.c
+		cpu_engine/_kernels.c image_data/_resample.c largebatch/chainer_hook.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	PIP_CONSTRAINT=$(CURDIR)/constraints.txt PIP_BUILD_CONSTRAINT=$(CURDIR)/constraints.txt \
 		$(PY) -m pip install -q -e '.[$(EXTRAS)]' '$(NUMPY)'
+	$(PY) -m largebatch.chainer_hook
 	touch $@
 
 # The demo continues the run in DEMO_OUT (or reports it, when finished), so
