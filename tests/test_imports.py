@@ -85,3 +85,50 @@ def test_the_half_precision_package_loads_none_of_its_modules():
     the F16C extension nor the CUDA kernels' module, nor CuPy."""
     assert modules_after('half_precision', 'm == "cupy" or m.startswith(('
                          '"half_precision.", "cupy."))') == '[]'
+
+
+#: The project's packages and top-level modules, each layer above those it
+#: may import (docs/layout.md): the script, the job, the library packages,
+#: then what they all share.
+LAYERS = [('train_imagenet',), ('imagenet_job',),
+          ('extensions', 'updaters', 'communicators', 'optimizers', 'models',
+           'image_data', 'cpu_engine', 'half_precision', 'cuda_stack'),
+          ('largebatch',), ('chainer_compat',)]
+
+
+def project_imports(name):
+    """The project's packages and modules that package or module ``name``
+    imports (at any depth of its code, lazily or not), itself aside."""
+    import ast
+    import os
+    known = {top for layer in LAYERS for top in layer}
+    root = os.path.join(REPO, name)
+    paths = [root + '.py'] if os.path.exists(root + '.py') else [
+        os.path.join(folder, f) for folder, _, files in os.walk(root)
+        for f in files if f.endswith('.py')]
+    found = set()
+    for path in paths:
+        with open(path) as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found.update(alias.name.split('.')[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                found.add(node.module.split('.')[0])
+    return (found & known) - {name}
+
+
+@pytest.mark.parametrize('depth', range(len(LAYERS)))
+def test_no_layer_imports_one_above_it_or_beside_it_in_a_cycle(depth):
+    above = {top for layer in LAYERS[:depth] for top in layer}
+    for name in LAYERS[depth]:
+        assert not project_imports(name) & above, name
+    graph = {name: project_imports(name) for name in LAYERS[depth]}
+    for name in graph:  # within a layer, the imports form no cycle
+        seen, todo = set(), list(graph[name])
+        while todo:
+            other = todo.pop()
+            if other in graph and other not in seen:
+                seen.add(other)
+                todo.extend(graph[other])
+        assert name not in seen, name
