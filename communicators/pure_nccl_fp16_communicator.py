@@ -29,7 +29,7 @@ _FLOAT16 = numpy.dtype(numpy.float16)
 class PureNcclFp16Communicator(PureNcclCommunicator):
     """ChainerMN's ``pure_nccl`` with a scaled float16 gradient mean.
 
-    Raises :class:`~errors.NonFiniteGradientError` from
+    Raises :class:`~largebatch.errors.NonFiniteGradientError` from
     ``multi_node_mean_grad`` on every worker alike when the sum holds inf
     or NaN. The check reads one number back from the GPU per update.
     """

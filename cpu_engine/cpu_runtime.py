@@ -88,8 +88,8 @@ def num_threads():
     ``OMP_NUM_THREADS`` (set to 1 per process under ``mpiexec`` by the
     launchers) wins, read as OpenMP reads it: its first entry, where it
     lists the threads of nested levels (``4,2``); otherwise every core this
-    process may run on. :class:`~errors.InputError` for a value OpenMP
-    would not take either.
+    process may run on. :class:`~largebatch.errors.InputError` for a value
+    OpenMP would not take either.
     """
     for name in ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS'):
         value = os.environ.get(name, '').strip()

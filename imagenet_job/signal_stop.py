@@ -11,7 +11,7 @@ right after it every worker all-reduces its flag, so all of them agree in
 the same iteration that the job stops. The trainer's stop trigger then
 fires, the snapshot and BN-statistics triggers fire with it (one snapshot of
 that iteration, written atomically), and the trainer returns; the script
-ends with :data:`errors.STOPPED_STATUS`.
+ends with :data:`largebatch.errors.STOPPED_STATUS`.
 """
 import contextlib
 import os

@@ -24,8 +24,8 @@ def _count_non_finite(xp, g):
 
 
 class NonFiniteGradientGuard(object):
-    """Raises :class:`~errors.NonFiniteGradientError` before the update
-    rules run if any (all-reduced) gradient holds inf or NaN.
+    """Raises :class:`~largebatch.errors.NonFiniteGradientError` before the
+    update rules run if any (all-reduced) gradient holds inf or NaN.
 
     The all-reduced gradients are identical on every worker, so all workers
     raise in the same iteration and none applies the update.

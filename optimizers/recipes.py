@@ -137,7 +137,8 @@ def resolve(name='akiba2017', epochs=schedules.REFERENCE_EPOCHS,
     """The recipe ``name`` for a run of ``epochs``, with ``overrides``.
 
     An override of None keeps the recipe's value. Raises
-    :class:`errors.ParameterError` naming the setting and its value.
+    :class:`largebatch.errors.ParameterError` naming the setting and its
+    value.
     """
     if name not in RECIPES:
         raise ParameterError('recipe', name,
