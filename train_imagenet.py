@@ -50,8 +50,9 @@ def train(args, job):
     job.initialize(model.predictor)
     model.to_device(device)
 
-    # The optimizer: RMSprop warm-up into momentum SGD (akiba2017) over the
-    # communicator's all-reduce (float16 with --allreduce-dtype float16)
+    # The optimizer: RMSprop warm-up sliding into momentum SGD (akiba2017)
+    # over the communicator's all-reduce, float16 by default (pure_nccl_fp16
+    # on GPUs, mpi_fp16 on CPUs); rank 0's parameters broadcast up front
     optimizer = recipes.create_multi_node_optimizer(
         recipe, model, comm, job.update_kernels,
         mean_checked=job.abilities.checks_non_finite)
@@ -59,7 +60,8 @@ def train(args, job):
         optimizer, model, comm, world_nccl=job.abilities.world_nccl)
 
     # The updater: --accumulate micro-batches per update, each a virtual
-    # worker with its own BN statistics
+    # worker with its own BN statistics (and, with the float16 all-reduce,
+    # its gradient rounded as a worker's would be)
     rounded = (job.abilities.rounds_to_float16
                and args.virtual_worker_rounding == 'on')
     updater = updaters.MicroBatchUpdater(
@@ -109,7 +111,8 @@ def add_extensions(trainer, args, job, val_iter, converter, length,
                    total_batchsize):
     """Validation, at the end too (the closing line scores model.npz); the
     final-batch BN statistics averaged over the workers; throughput; the
-    schedules; rank 0's snapshots, log and plots."""
+    schedules (slow-start learning rate, the warm-up's slide); rank 0's
+    snapshots, log and plots."""
     comm, optimizer = job.comm, trainer.updater.get_optimizer('main')
     model = optimizer.target
     val_trigger = length if args.test else extensions.AnyOfTriggers(

@@ -41,8 +41,8 @@ def test_a_file_in_the_way_is_named(tmp_path):
 def test_a_killed_holder_releases_the_lock(tmp_path):
     out = str(tmp_path)
     holder = subprocess.Popen(
-        [sys.executable, '-c', 'import sys, time, chainer_compat; from '
-         'extensions import run_directory; lock = run_directory.claim('
+        [sys.executable, '-c', 'import sys, time; from imagenet_job import '
+         'run_directory; lock = run_directory.claim('
          'sys.argv[1]); print(1, flush=True); time.sleep(60)', out],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         cwd=os.path.dirname(os.path.dirname(
