@@ -127,7 +127,8 @@ gpu-check:
 # What an offline GPU machine with Python, NumPy 2, CuPy, PyTorch and mpi4py
 # lacks, as wheels in one folder (docs/gpu.md): Chainer 7.8.1 and this
 # project built by $(PYTHON) (use the GPU machine's Python version), and
-# the wheels of Chainer's, Pillow's, matplotlib's and pytest's requirements
+# the wheels of Chainer's, Pillow's, matplotlib's, pytest's and
+# google-crc32c's requirements
 # for that version, less NumPy and what PyTorch brings. Not oneDNN (39 MB):
 # the project's wheel goes in with --no-deps, and GPUs do not use it.
 WHEELHOUSE ?= wheelhouse
@@ -139,6 +140,6 @@ wheels:
 		$(PYTHON) -m pip wheel -q --no-deps -w $(WHEELHOUSE) chainer==7.8.1 .
 	$(PYTHON) -m pip download -q --only-binary=:all: -d $(WHEELHOUSE) \
 		protobuf six filelock typing_extensions setuptools pillow \
-		'matplotlib>=3.5' pytest
+		'matplotlib>=3.5' pytest google-crc32c
 	cd $(WHEELHOUSE) && for name in $(WHEELS_HAVE); do rm -f $$name-*.whl; done
 	du -sh $(WHEELHOUSE)

