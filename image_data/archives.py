@@ -183,13 +183,13 @@ def index_imagenet(train, val, devkit, checksums, progress):
         progress.count(len(images), 'val')
     images.sort(key=lambda m: m.name)
     _unique(val, [m.name for m in images])
-    if len(images) != len(kit.val_labels):
+    if len(images) != len(kit.val_ids):
         raise InputError('validation archive {} holds {} images, the '
                          'devkit\'s ground truth labels {}'.format(
-                             val, len(images), len(kit.val_labels)))
+                             val, len(images), len(kit.val_ids)))
     val_records = Records(val_archive, 'tar', kit.wnids, [
         (kit.wnids[label] + '/' + os.path.basename(m.name), label, m.start,
-         m.length) for m, label in zip(images, kit.val_labels)])
+         m.length) for m, label in zip(images, kit.val_labels())])
     return train_records, val_records, kit
 
 

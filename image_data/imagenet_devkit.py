@@ -25,11 +25,27 @@ _FIELDS = ('ILSVRC2012_ID', 'WNID', 'words', 'num_children')
 @dataclasses.dataclass
 class Devkit(object):
     """``wnids``: the classes' WNIDs, sorted (label = position);
-    ``words``: each class's words, in the same order; ``val_labels``: the
-    label of each validation image, in file-name order."""
+    ``words``: each class's words, in the same order; ``val_ids``: the
+    ILSVRC2012_ID of each validation image, in file-name order, and
+    ``wnid_of`` the leaf synsets' ``{ILSVRC2012_ID: WNID}``."""
+    path: str
     wnids: list
     words: list
-    val_labels: list
+    val_ids: list
+    wnid_of: dict
+
+    def val_labels(self):
+        """The label of each validation image, in file-name order."""
+        label_of = {wnid: label for label, wnid in enumerate(self.wnids)}
+        labels = []
+        for lineno, ilsvrc_id in enumerate(self.val_ids, 1):
+            if ilsvrc_id not in self.wnid_of:
+                raise InputError('devkit {}: {}:{}: {} is not the '
+                                 'ILSVRC2012_ID of a class'.format(
+                                     self.path, GROUND_TRUTH, lineno,
+                                     ilsvrc_id))
+            labels.append(label_of[self.wnid_of[ilsvrc_id]])
+        return labels
 
 
 def read_devkit(path):
@@ -37,18 +53,17 @@ def read_devkit(path):
     compressed or not); :class:`InputError` naming the file and what is
     wrong."""
     meta, truth = _read_members(path)
-    ids_to_wnid, words = _leaf_synsets(path, meta)
-    wnids = sorted(ids_to_wnid.values())
-    label_of = {wnid: label for label, wnid in enumerate(wnids)}
-    val_labels = []
+    wnid_of, words = _leaf_synsets(path, meta)
+    wnids = sorted(wnid_of.values())
+    val_ids = []
     for lineno, line in enumerate(truth.splitlines(), 1):
         try:
-            val_labels.append(label_of[ids_to_wnid[int(line)]])
-        except (ValueError, KeyError):
-            raise InputError('devkit {}: {}:{}: {!r} is not the '
-                             'ILSVRC2012_ID of a class'.format(
-                                 path, GROUND_TRUTH, lineno, line[:40]))
-    return Devkit(wnids, [words[w] for w in wnids], val_labels)
+            val_ids.append(int(line))
+        except ValueError:
+            raise InputError('devkit {}: {}:{}: {!r} is not an '
+                             'ILSVRC2012_ID'.format(path, GROUND_TRUTH,
+                                                    lineno, line[:40]))
+    return Devkit(path, wnids, [words[w] for w in wnids], val_ids, wnid_of)
 
 
 def _read_members(path):
