@@ -186,3 +186,16 @@ def test_a_crc_mismatch_is_skipped_and_counted_when_asked(corrupted,
             ['--out', out, '--skip-bad-images'])
     with open(os.path.join(out, 'log')) as f:
         assert max(e.get('skipped_images', 0) for e in json.load(f)) == 1
+
+
+def test_a_run_on_the_folders_resumes_from_the_index(data, tmp_path):
+    out = str(tmp_path / 'out')
+    run_mpi(2, ['train_imagenet.py'] + data['folders'] + FLAGS +
+            ['--out', out, '--iterations', '2'])
+    proc = run_mpi(2, ['train_imagenet.py'] + data['index'] + FLAGS +
+                   ['--out', out, '--resume', 'auto'])
+    assert 'resuming from' in proc.stdout
+    straight = str(tmp_path / 'straight')
+    run_mpi(2, ['train_imagenet.py'] + data['folders'] + FLAGS +
+            ['--out', straight])
+    assert losses(out)[-1] == losses(straight)[-1]
