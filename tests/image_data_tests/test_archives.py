@@ -250,3 +250,16 @@ def test_main_prints_counts_and_rate(official, tmp_path, capsys):
     assert out[1].startswith(str(tmp_path / 'out' / 'val.index') +
                              ': 20 images')
     assert out[2].startswith('ImageNet: 85 headers in ')
+
+
+@pytest.mark.parametrize('which', [0, 1, 2])
+def test_fifos_and_missing_files_are_named_without_blocking(official,
+                                                            tmp_path, which):
+    paths = list(official)
+    paths[which] = str(tmp_path / 'fifo')
+    os.mkfifo(paths[which])
+    with pytest.raises(InputError, match='fifo: not a regular file'):
+        index(tmp_path, *paths)
+    paths[which] = str(tmp_path / 'missing')
+    with pytest.raises(InputError, match='missing: no such file'):
+        index(tmp_path, *paths)
