@@ -49,12 +49,18 @@ def parse_args(argv):
         help='image-loading processes (default: %(default)s)')
     add('--crop-size', type=int, help='crop side (default: the model\'s)')
     add('--mean', help='mean .npy (default: the model\'s)')
+    add('--max-image-mib', type=int, default=64,
+        help='an image of more MiB is a bad image, not read (default: '
+        '%(default)s)')
     args = parser.parse_args(argv)
     if (args.val is None) == (args.predict is None):
         parser.error('give a validation set, or --predict IMAGE ...')
     if args.batchsize < 1:
         parser.error('--batchsize must be positive, got {}'.format(
             args.batchsize))
+    if args.max_image_mib < 1:
+        parser.error('--max-image-mib must be positive, got {}'.format(
+            args.max_image_mib))
     if args.crop_size is not None and args.crop_size < 32:
         parser.error('--crop-size must be at least 32, got {}'.format(
             args.crop_size))
@@ -130,7 +136,8 @@ def main(argv=None):
             '@cupy:{}'.format(args.gpu) if args.gpu >= 0 else '@numpy')
         device.use()
         network.to_device(device)
-        transform = image_data.ValTransform(crop, mean, resize)
+        transform = image_data.ValTransform(
+            crop, mean, resize, max_image_bytes=args.max_image_mib << 20)
         class_names = metadata.get('class_names') or []
         if args.predict:
             print('\n'.join(predict(network, args.predict, transform, device,

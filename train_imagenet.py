@@ -142,7 +142,8 @@ def train(args, recipe):
     uint8_input = device.xp is not numpy and mean.ndim == 1
     transform_args = (args.crop_size, mean, args.resize,
                       args.skip_bad_images, args.decoder,
-                      args.resize_whole_image, uint8_input)
+                      args.resize_whole_image, uint8_input,
+                      args.max_image_mib << 20)
     transform = image_data.TrainTransform(*transform_args)
     converter = image_data.SkippingConverter(
         transform.normalize_batch if uint8_input else None)
