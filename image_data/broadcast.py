@@ -43,18 +43,21 @@ def broadcast_index(comm, read, root=0):
     heads = mpi_comm.bcast(None if result is None else [
         _Layout(x.layout()) if isinstance(x, ImageIndex) else x
         for x in result], root)
-    items = []
-    for i, head in enumerate(heads):
-        if isinstance(head, _Layout):
-            if mpi_comm.rank == root:
-                index = result[i]
-            else:
-                index = ImageIndex.allocate(*head)
+    items, error = list(result or heads), None
+    if mpi_comm.rank != root:
+        try:  # every rank learns of one that has no room before the sends
+            items = [ImageIndex.allocate(*head) if isinstance(head, _Layout)
+                     else head for head in heads]
+        except InputError as e:
+            error = 'worker {}: {}'.format(mpi_comm.rank, e)
+    error = next((e for e in mpi_comm.allgather(error) if e), None)
+    if error is not None:
+        raise InputError(error)
+    for index in items:
+        if isinstance(index, ImageIndex):
             for buf in index.buffers():
                 mpi_comm.Bcast(buf, root)
             index.freeze()
-            head = index
-        items.append(head)
     return tuple(items)
 
 

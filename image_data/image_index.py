@@ -17,6 +17,7 @@ from multiprocessing import shared_memory
 
 import numpy
 
+from errors import InputError
 import processes
 
 #: Shared-memory names start with this, the creating process's PID namespace
@@ -97,7 +98,8 @@ class _Segment(object):
         if owner:
             remove_stale_segments()
             name = segment_prefix(os.getpid()) + secrets.token_hex(6)
-        shm = shared_memory.SharedMemory(name, owner, size)
+            _reserve(name, size)
+        shm = shared_memory.SharedMemory(name, False, size)
         self.name = shm.name
         self._arrays, start = {}, 0
         for field, dtype, count in fields:
@@ -128,6 +130,35 @@ class _Segment(object):
 
     def __reduce__(self):
         return _Segment, (self.n, self.blob_size, self.records, self.name)
+
+
+def _reserve(name, size):
+    """Create segment ``name`` with its ``size`` bytes reserved.
+
+    A segment's pages are taken from /dev/shm (a tmpfs) when first touched:
+    on a full one (Docker's default is 64 MB) that kills the process with
+    SIGBUS. Reserved up front, a shortage is an :class:`InputError` here,
+    naming the space needed and the fix.
+    """
+    path = os.path.join(_SHM_DIR, name)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                     0o600)
+    except OSError as e:
+        raise InputError('{}: cannot hold the image index ({}); the index '
+                         'lives in this shared-memory folder'.format(
+                             _SHM_DIR, e.strerror))
+    try:
+        os.posix_fallocate(fd, 0, max(size, 1))
+    except OSError as e:
+        os.unlink(path)
+        free = os.statvfs(_SHM_DIR)
+        raise InputError(
+            '{}: no room for the image index ({:,} bytes, {:,} free; {}): '
+            'give it more (docker run --shm-size=1g) or free it'.format(
+                _SHM_DIR, size, free.f_bavail * free.f_frsize, e.strerror))
+    finally:
+        os.close(fd)
 
 
 def _release(shm, arrays, owner):
