@@ -41,6 +41,8 @@ INSTALL = "pip install -e '.[gpu]'"  # CuPy 13, CUDA 12, cuDNN 8.9, NCCL
 NCCL_WHEELS = {'cupy-cuda12x': 'nvidia-nccl-cu12==2.20.5',
                'cupy-cuda13x': 'nvidia-nccl-cu13'}
 
+#: The cuDNN that CuPy 13 links: a cuDNN 9 (PyTorch's) cannot stand in.
+CUDNN_8 = 'libcudnn.so.8'
 # The wheels' libraries in the order they depend on each other: cuDNN's
 # sub-libraries need cuBLASLt and each other, and libcudnn.so.8 opens them
 # by name, as NVRTC opens its builtins.
@@ -52,7 +54,7 @@ LIBRARIES = (
     ('cudnn', ('libcudnn_ops_infer.so.8', 'libcudnn_ops_train.so.8',
                'libcudnn_cnn_infer.so.8', 'libcudnn_cnn_train.so.8',
                'libcudnn_adv_infer.so.8', 'libcudnn_adv_train.so.8',
-               'libcudnn.so.8')),
+               CUDNN_8)),
     ('nccl', ('libnccl.so.2',)),
 )
 
@@ -251,26 +253,39 @@ def device_for(intra_rank, visible, requested=None):
     return device
 
 
+def uuid_of(properties):
+    """``GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`` from the ``uuid`` bytes
+    of a ``getDeviceProperties`` record: CUDA's identity of the device, a
+    MIG slice's own under MIG, where the slices of one GPU share its PCI
+    bus id."""
+    digits = bytes(properties['uuid'])[:16].hex()
+    return 'GPU-{}-{}-{}-{}-{}'.format(digits[:8], digits[8:12],
+                                       digits[12:16], digits[16:20],
+                                       digits[20:])
+
+
 def placement(device_id):
-    """``(host, PCI bus id)`` of GPU ``device_id``: the same GPU, whatever
-    ``CUDA_VISIBLE_DEVICES`` numbers it."""
+    """``(host, UUID)`` of GPU ``device_id``: the same GPU (or MIG slice),
+    whatever ``CUDA_VISIBLE_DEVICES`` numbers it."""
     import cupy
-    return socket.gethostname(), cupy.cuda.Device(device_id).pci_bus_id
+    return socket.gethostname(), uuid_of(
+        cupy.cuda.runtime.getDeviceProperties(device_id))
 
 
 def check_not_shared(placements):
     """:class:`~errors.InputError` when two ranks (``placements[rank]`` of
-    :func:`placement`) would train on one GPU."""
+    :func:`placement`) would train on one GPU: one UUID."""
     ranks = collections.defaultdict(list)
-    for rank, where in enumerate(placements):
-        ranks[tuple(where)].append(rank)
-    for (host, bus), sharing in sorted(ranks.items()):
+    for rank, (host, uuid) in enumerate(placements):
+        ranks[uuid].append((rank, host))
+    for uuid, sharing in sorted(ranks.items()):
         if len(sharing) > 1:
             raise InputError(
                 'ranks {} on {} would share one GPU ({}); use --gpu (a GPU '
                 'per intra-node rank) or start the ranks through '
                 'jobs/per_rank.sh'.format(
-                    ','.join(map(str, sharing)), host, bus))
+                    ','.join(str(rank) for rank, _ in sharing),
+                    ','.join(sorted({host for _, host in sharing})), uuid))
 
 
 def _versions():

@@ -284,10 +284,33 @@ def test_a_gpu_the_process_cannot_see_is_one_line(intra_rank, visible,
     assert '\n' not in str(e.value)
 
 
+def device_record(uuid_hex, bus='0000:1b:00.0'):
+    """A stand-in of ``getDeviceProperties``' record: 16 UUID bytes."""
+    return {'uuid': bytes.fromhex(uuid_hex), 'pciBusID': int(bus[5:7], 16),
+            'name': b'NVIDIA H100 80GB HBM3'}
+
+
+SLICE_1 = 'b7e8a1c2d3f4051627384950aabbccdd'
+SLICE_2 = '0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a'
+
+
+def test_a_gpu_is_named_by_its_uuid():
+    assert cuda_stack.uuid_of(device_record(SLICE_1)) == (
+        'GPU-b7e8a1c2-d3f4-0516-2738-4950aabbccdd')
+
+
+def test_mig_slices_of_one_gpu_are_not_shared():
+    # two MIG slices of one H100: one PCI bus id, two UUIDs
+    slices = [('a', cuda_stack.uuid_of(device_record(uuid)))
+              for uuid in (SLICE_1, SLICE_2)]
+    cuda_stack.check_not_shared(slices)
+
+
 def test_ranks_on_one_gpu_are_refused_with_their_node():
-    cuda_stack.check_not_shared([('a', '0000:1b:00.0'), ('a', '0000:1c:00.0'),
-                                 ('b', '0000:1b:00.0')])
+    one, other = (cuda_stack.uuid_of(device_record(uuid))
+                  for uuid in (SLICE_1, SLICE_2))
+    cuda_stack.check_not_shared([('a', one), ('a', other)])
     with pytest.raises(InputError, match=r'^ranks 0,2 on a would share one '
-                       r'GPU \(0000:1b:00.0\); use --gpu'):
-        cuda_stack.check_not_shared([('a', '0000:1b:00.0'), ('b', 'x'),
-                                     ('a', '0000:1b:00.0')])
+                       r'GPU \(GPU-b7e8a1c2-d3f4-0516-2738-4950aabbccdd\); '
+                       r'use --gpu'):
+        cuda_stack.check_not_shared([('a', one), ('b', other), ('a', one)])
