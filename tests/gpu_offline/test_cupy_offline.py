@@ -249,3 +249,57 @@ def test_a_missing_nccl_is_found_although_cupy_hides_it():
         'False', 'libnccl.so.2 cannot be loaded (libnccl.so.2: cannot open '
         'shared object file: No such file or directory)']
     assert cuda_stack._nccl_error() is None  # this venv's NCCL loads
+
+
+#: The start-up check in a process without NVRTC, on a machine whose one GPU
+#: the device count stands in for: CuPy 13 finds libnvrtc.so.12 only where
+#: cuda_stack preloads it, CuPy 14 through cuda-pathfinder, which here finds
+#: none.
+WITHOUT_NVRTC = """
+import chainer_compat
+import cuda_stack
+try:
+    from cuda import pathfinder
+except ImportError:  # CuPy 13
+    pathfinder = None
+if pathfinder:
+    found = pathfinder.load_nvidia_dynamic_lib
+    def load_nvidia_dynamic_lib(name):
+        if name == 'nvrtc':
+            raise pathfinder.DynamicLibNotFoundError(
+                'Failure finding "libnvrtc.so*": not in site-packages')
+        return found(name)
+    pathfinder.load_nvidia_dynamic_lib = load_nvidia_dynamic_lib
+cuda_stack.LIBRARIES = tuple(
+    (package, names) for package, names in cuda_stack.LIBRARIES
+    if package != 'cuda_nvrtc')
+cuda_stack.preload()
+cuda_stack._device_count = lambda: (1, None)
+try:
+    cuda_stack.check(allow_no_cudnn=True, need_nccl=False)
+except cuda_stack.InputError as e:
+    print(e)
+"""
+
+
+def test_the_check_names_a_missing_nvrtc_before_any_kernel():
+    """Without NVRTC, CuPy imports and Chainer says CUDA is available, and
+    the first kernel would fail with a traceback on every rank: the check
+    compiles one first and names the library and its wheel."""
+    proc = subprocess.run([sys.executable, '-W', 'ignore', '-c',
+                           WITHOUT_NVRTC], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    wheel = cuda_stack.NVRTC_WHEELS[cuda_stack.cupy_distribution()[0]]
+    assert re.match(
+        r"NVRTC, the CUDA compiler of every CuPy kernel, cannot be loaded "
+        r"\(\w+: .*libnvrtc\.so.*\); pip install '{}'$".format(
+            re.escape(wheel)), proc.stdout), proc.stdout
+
+
+def test_the_check_kernel_compiles():
+    source = elementwise_source(cuda_stack.CHECK_KERNEL, 'float',
+                                device=True)
+    ptx = compile_ptx(source, 'cuda_stack_check',
+                      ('-ftz=true', '--gpu-architecture=compute_80'))
+    assert '.entry cuda_stack_check(' in ptx
