@@ -295,11 +295,3 @@ def test_the_check_names_a_missing_nvrtc_before_any_kernel():
         r"NVRTC, the CUDA compiler of every CuPy kernel, cannot be loaded "
         r"\(\w+: .*libnvrtc\.so.*\); pip install '{}'$".format(
             re.escape(wheel)), proc.stdout), proc.stdout
-
-
-def test_the_check_kernel_compiles():
-    source = elementwise_source(cuda_stack.CHECK_KERNEL, 'float',
-                                device=True)
-    ptx = compile_ptx(source, 'cuda_stack_check',
-                      ('-ftz=true', '--gpu-architecture=compute_80'))
-    assert '.entry cuda_stack_check(' in ptx

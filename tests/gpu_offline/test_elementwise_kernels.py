@@ -8,6 +8,7 @@ import subprocess
 import numpy
 import pytest
 
+import cuda_stack
 import kernels
 from host_kernels import HostElementwise
 from models.final_batch_normalization import FinalBatchNormalization
@@ -85,3 +86,9 @@ def test_weight_decay_kernel_is_numpy_s(tmp_path):
     want = g + numpy.float32(1e-4) * p
     decay(p, full(100, 1e-4), g)
     numpy.testing.assert_array_equal(g, want)
+
+
+def test_the_start_up_checks_kernel_gives_what_the_check_expects(tmp_path):
+    y = numpy.zeros(1, numpy.float32)
+    HostElementwise(cuda_stack.CHECK_KERNEL, tmp_path)(full(1, 1), y)
+    assert y[0] == 2.5
