@@ -219,8 +219,23 @@ def kernel_failure(error, device_id, distribution, hint):
                                                                  text)
 
 
+#: NVRTC's options of the project's ElementwiseKernels: no FMA contraction,
+#: so that ``a * b + c`` rounds twice, as NumPy's float operations and the
+#: CPU engine's do (docs/gpu.md, "Rounding"). CuPy adds ``-ftz=true`` to
+#: every kernel (subnormal floats flush to zero) and refuses a second
+#: ``--ftz``.
+KERNEL_OPTIONS = ('--fmad=false',)
+
+
+def elementwise(spec):
+    """Chainer's cached ElementwiseKernel of ``spec`` (the arguments of
+    ``cuda.elementwise``), compiled with :data:`KERNEL_OPTIONS`."""
+    from chainer.backends import cuda
+    return cuda.elementwise(*spec, options=KERNEL_OPTIONS)
+
+
 #: The kernel that :func:`check` compiles and launches: CuPy builds it as
-#: it builds Chainer's (its headers, NVRTC), on a copied array.
+#: it builds the project's (its headers, NVRTC), on a copied array.
 CHECK_KERNEL = ('float32 x', 'float32 y', 'y = x * 2.0f + 0.5f',
                 'cuda_stack_check')
 
@@ -234,7 +249,7 @@ def _kernel_error(device_id, distribution, hint):
     try:
         nvrtc.getVersion()
         with cupy.cuda.Device(device_id):
-            y = cupy.ElementwiseKernel(*CHECK_KERNEL)(
+            y = elementwise(CHECK_KERNEL)(
                 cupy.asarray(numpy.ones(1, numpy.float32)))
             value = float(y[0])
     except Exception as e:

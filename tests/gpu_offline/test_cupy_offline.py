@@ -69,11 +69,33 @@ def test_every_kernel_compiles_for_the_architectures(arch):
         ptx = compile_ptx(source, module, tuple(options) + target)
         for name in names:
             assert '.entry {}('.format(name) in ptx, (module, name)
+        assert not rounded_otherwise_than_numpy(ptx), module
     for module, spec in kernels.elementwise():
         for ctype in ('float', 'double'):
             ptx = compile_ptx(elementwise_source(spec, ctype, device=True),
-                              spec[3], target)
+                              spec[3], cuda_stack.KERNEL_OPTIONS + target)
             assert '.entry {}('.format(spec[3]) in ptx
+            assert not rounded_otherwise_than_numpy(ptx), (spec[3], ctype)
+
+
+def rounded_otherwise_than_numpy(ptx):
+    """The PTX instructions that round otherwise than NumPy's float
+    operations (docs/gpu.md, "Rounding"): a fused multiply-add, and an
+    approximate division, reciprocal or square root."""
+    return re.findall(r'\b(?:fma|mad)\.\w[\w.]*|\b(?:div|rcp|sqrt)\.'
+                      r'(?:approx|full)[\w.]*', ptx)
+
+
+def test_without_the_options_nvrtc_contracts_into_fma():
+    """What ``--fmad=false`` prevents: NVRTC's default fuses the weight
+    decay's ``g += rate * p`` into one rounding."""
+    from optimizers.weight_decay import WEIGHT_DECAY_KERNEL
+    source = elementwise_source(WEIGHT_DECAY_KERNEL, 'float', device=True)
+    target = ('-ftz=true', '--gpu-architecture=compute_90')
+    assert rounded_otherwise_than_numpy(compile_ptx(
+        source, 'weight_decay', target)) == ['fma.rn.ftz.f32']
+    assert rounded_otherwise_than_numpy(compile_ptx(
+        source, 'weight_decay', cuda_stack.KERNEL_OPTIONS + target)) == []
 
 
 #: The packages whose names the GPU modules may read.
