@@ -11,8 +11,8 @@ stack that cannot train on a GPU into one line. A trainer calls them as::
 
     import chainer
     ...
-    if on_gpu:                      # job.check_gpu_stack names the flag
-        cuda_stack.check(allow_no_cudnn, need_nccl)
+    if on_gpu:                      # job.check_gpu_stack: on every worker
+        cuda_stack.check(allow_no_cudnn, need_nccl, intra_rank)
         gpu = cuda_stack.device_for(intra_rank, cuda_stack.visible_gpus())
         if rank == 0:
             print(cuda_stack.stack_line(gpu))
