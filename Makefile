@@ -80,7 +80,8 @@ test-chainer-functions: setup
 	    $$py tests/chainer_functions/run.py --engine-paths $$paths; done; done
 
 clean:
-	rm -rf $(VENV) .venv-numpy1 .venv-gpu-offline .venv-gpu14-offline result
+	rm -rf $(VENV) .venv-numpy1 .venv-gpu-offline .venv-gpu14-offline \
+		.venv-gpu14-cuda12-offline result
 
 # The CUDA 12 stack (docs/gpu.md) lives in its own venv, so that the CPU venv
 # carries no GPU wheels. `make test-gpu-stack` needs no GPU: it checks that
@@ -103,11 +104,14 @@ $(VENV_GPU)/.installed: setup.py constraints.txt
 test-gpu-stack: setup-gpu
 	$(PY_GPU) -m pytest -q -rs tests/gpu/test_gpu_stack.py
 
-# The GPU tier that needs no GPU (docs/gpu.md), on both CuPy lines, each in
-# its own venv: CuPy 13 with CUDA 12 (the gpu extra less cuDNN) and CuPy 14
+# The GPU tier that needs no GPU (docs/gpu.md), on three stacks, each in its
+# own venv: CuPy 13 with CUDA 12 (the gpu extra less cuDNN), CuPy 14 with
+# the same CUDA 12 libraries (a GPU node's PyTorch brings them) and CuPy 14
 # with CUDA 13. Every kernel is built by CuPy and compiled by NVRTC, and
 # every name the GPU modules read is resolved; pip's cache keeps the wheels.
-GPU_OFFLINE := .venv-gpu-offline:gpu-offline .venv-gpu14-offline:gpu-cuda13
+GPU_OFFLINE := .venv-gpu-offline:gpu-offline \
+	.venv-gpu14-cuda12-offline:gpu-cupy14-cuda12 \
+	.venv-gpu14-offline:gpu-cuda13
 test-gpu-offline:
 	set -e; for pair in $(GPU_OFFLINE); do venv=$${pair%%:*}; \
 	  test -x $$venv/bin/python || $(PYTHON) -m venv $$venv; \

@@ -131,7 +131,8 @@ def main(argv=None):
         crop, resize, mean = preprocessing(metadata, args.crop_size,
                                            args.mean)
         if args.gpu >= 0:
-            cuda_stack.check(allow_no_cudnn=True, need_nccl=False)
+            cuda_stack.check(allow_no_cudnn=True, need_nccl=False,
+                             requested=args.gpu)
         device = chainer.get_device(
             '@cupy:{}'.format(args.gpu) if args.gpu >= 0 else '@numpy')
         device.use()

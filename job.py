@@ -89,6 +89,17 @@ def agree(comm, check, *args, **kwargs):
     on all of them. Another exception is raised again where it was raised,
     after the others have learnt of it (and raise :class:`JobInputError`
     naming that worker), so that no worker waits for one that left."""
+    result, failures = _gathered(comm.mpi_comm, check, *args, **kwargs)
+    failures = [f for f in failures if f]
+    if failures:
+        raise JobInputError(failures[0])
+    return result
+
+
+def _gathered(mpi_comm, check, *args, **kwargs):
+    """``(result, failures)``: ``check(*args, **kwargs)``'s result here and
+    every worker's :class:`InputError` message (None where it passed), in
+    rank order; another exception as :func:`agree` raises it."""
     result, failure, error = None, None, None
     try:
         result = check(*args, **kwargs)
@@ -97,13 +108,11 @@ def agree(comm, check, *args, **kwargs):
     except Exception as e:
         error = e
         failure = 'worker {} failed ({}: {})'.format(
-            comm.rank, type(e).__name__, e)
-    failures = [f for f in comm.mpi_comm.allgather(failure) if f]
+            mpi_comm.rank, type(e).__name__, e)
+    failures = mpi_comm.allgather(failure)
     if error is not None:
         raise error
-    if failures:
-        raise JobInputError(failures[0])
-    return result
+    return result, failures
 
 
 def _ranges(ranks):
@@ -338,16 +347,16 @@ def check_free_space(out, model):
 
 
 def create_communicator(name, allreduce_dtype, allow_no_cudnn, gpu_flag=None,
-                        dtype='float32'):
+                        dtype='float32', requested_gpu=None):
     """ChainerMN's communicator ``name`` (None: ``pure_nccl`` on GPUs,
     ``naive`` on CPUs; ``allreduce_dtype`` float16 makes them
     ``pure_nccl_fp16`` and ``mpi_fp16``) for gradients of ``dtype``; on
-    GPUs, which the flag ``gpu_flag`` asked for, the CUDA stack is checked
-    first."""
+    GPUs, which the flag ``gpu_flag`` asked for (``requested_gpu``: the N
+    of ``--device @cupy:N``), the CUDA stack is checked first."""
     name = name or ('pure_nccl' if gpu_flag else 'naive')
     if gpu_flag:
-        check_gpu_stack(gpu_flag, allow_no_cudnn,
-                        name in communicators.NCCL_NAMES)
+        check_gpu_stack(_world(), gpu_flag, allow_no_cudnn,
+                        name in communicators.NCCL_NAMES, requested_gpu)
     with naming('--communicator {} --allreduce-dtype {}'.format(
             name, allreduce_dtype)):
         return communicators.create_communicator(
@@ -357,26 +366,61 @@ def create_communicator(name, allreduce_dtype, allow_no_cudnn, gpu_flag=None,
 def start_watchdog(comm, timeout):
     """This worker's stall watchdog (:mod:`extensions.stall_watchdog`),
     watching from now on; None for a job of one process or a ``timeout``
-    of 0."""
+    of 0. Its thread calls MPI beside the training's: an MPI started below
+    ``MPI_THREAD_MULTIPLE`` (the same library on every worker) ends the job
+    as bad input every worker found."""
     if comm.size == 1 or timeout <= 0:
         return None
+    try:
+        communicators.check_thread_level(communicators.start_mpi(),
+                                         'the stall watchdog')
+    except InputError as e:
+        raise JobInputError('--stall-timeout {:g}: {}, or pass '
+                            '--stall-timeout 0 to train without the '
+                            'watchdog'.format(timeout, e)) from None
     watchdog = StallWatchdog(comm.mpi_comm, comm.mpi_comm.allgather(
         socket.gethostname()), timeout)
     watchdog.start()
     return watchdog
 
 
-def check_gpu_stack(flag, allow_no_cudnn, need_nccl):
-    """:func:`cuda_stack.check`, its line naming ``flag``. Every node runs
-    one software image, so a stack that fails fails alike on every worker:
-    the job ends as on bad input they all found."""
-    try:
-        cuda_stack.check(allow_no_cudnn, need_nccl)
-    except cuda_stack.CudnnOffError as e:
-        raise JobInputError('{}: {}, or pass --allow-no-cudnn to train '
-                            'without it'.format(flag, e)) from None
-    except InputError as e:
-        raise JobInputError('{}: {}'.format(flag, e)) from None
+def check_gpu_stack(mpi_comm, flag, allow_no_cudnn, need_nccl,
+                    requested=None):
+    """:func:`cuda_stack.check` on every worker of ``mpi_comm``, on the GPU
+    each would train on, agreed: a stack that fails on one worker only (a
+    node with a broken driver, a GPU held by a stale process) ends the job
+    on every worker at once, as bad input does, with one line naming
+    ``flag``, the worker, its node and GPU, and the cause. The others would
+    otherwise wait in ChainerMN's start-up until the start's deadline."""
+    hosts = mpi_comm.allgather(socket.gethostname())
+    rank, size = mpi_comm.rank, mpi_comm.size
+    intra_rank = hosts[:rank].count(hosts[rank])
+
+    def check():
+        try:
+            cuda_stack.check(allow_no_cudnn, need_nccl, intra_rank, requested)
+        except InputError as e:
+            cause = str(e)
+            if isinstance(e, cuda_stack.CudnnOffError):
+                cause += ', or pass --allow-no-cudnn to train without it'
+            if size > 1:
+                cause = 'worker {} on {}, GPU {} (CUDA_VISIBLE_DEVICES={}): ' \
+                    '{}'.format(rank, hosts[rank], intra_rank if requested
+                                is None else requested, os.environ.get(
+                                    'CUDA_VISIBLE_DEVICES', 'unset'), cause)
+            raise InputError(cause) from None
+
+    failures = _gathered(mpi_comm, check)[1]
+    failed = [r for r, failure in enumerate(failures) if failure]
+    if failed:
+        raise JobInputError('{}: {}{}'.format(
+            flag, failures[failed[0]], '; workers {} failed it too'.format(
+                _ranges(failed[1:])) if len(failed) > 1 else ''))
+
+
+def requested_gpu(device):
+    """The N of ``--device @cupy:N``, else None."""
+    return int(device.split(':')[1]) if device.startswith('@cupy') else None
 
 
 def create_device(comm, device, gpu, cudnn_autotune, cudnn_workspace):
@@ -387,7 +431,7 @@ def create_device(comm, device, gpu, cudnn_autotune, cudnn_workspace):
         return chainer.get_device(device)
     chosen = chainer.get_device('@cupy:{}'.format(choose_gpu(
         comm, '--gpu' if gpu else '--device ' + device,
-        None if gpu else int(device.split(':')[1]))))
+        None if gpu else requested_gpu(device))))
     chosen.use()
     cuda_stack.configure_cudnn(cudnn_autotune, cudnn_workspace)
     if comm.rank == 0:

@@ -108,7 +108,9 @@ def train(args, recipe):
         comm = job.create_communicator(
             args.communicator, args.allreduce_dtype, args.allow_no_cudnn,
             gpu_flag='--gpu' if args.gpu else '--device' if args.device
-            .startswith('@cupy') else None, dtype=recipe.dtype)
+            .startswith('@cupy') else None, dtype=recipe.dtype,
+            requested_gpu=None if args.gpu else job.requested_gpu(
+                args.device))
         stop = signal_stop.SignalStop(comm)
         watchdog = job.start_watchdog(comm, args.stall_timeout)
     device = job.create_device(comm, args.device, args.gpu,

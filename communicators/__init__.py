@@ -11,4 +11,5 @@ from communicators.factory import create_communicator  # NOQA
 from communicators.factory import NAMES  # NOQA
 from communicators.factory import NCCL_NAMES  # NOQA
 from communicators.initial_broadcast import broadcast_initial_parameters  # NOQA
+from communicators.mpi_start import check_thread_level  # NOQA
 from communicators.mpi_start import start_mpi  # NOQA
