@@ -83,11 +83,34 @@ def preprocessing(metadata, crop_size=None, mean_path=None):
     return crop, resize, mean
 
 
-def read_validation(path, root, class_names, resize):
-    """The validation set as ``(image or path, label)`` pairs."""
+def read_validation(path, root, class_names, n_class, resize):
+    """The validation set as ``(image or path, label)`` pairs, its labels
+    checked against the model's ``n_class`` classes as the trainer checks
+    them. Class folders take the model's class names for their labels; a
+    model without names (a snapshot) takes as many folders as it has
+    classes, else their sorted names would not be its labels."""
     if path.endswith('.npz'):
-        return in_memory.load(path, resize)
-    return read_dataset(path, root, class_names or None)[0]
+        pairs = in_memory.load(path, resize)
+        if len(pairs.class_names) and class_names and \
+                pairs.class_names != class_names:
+            raise InputError('{}: its class names are not the model\'s'
+                             .format(path))
+    else:
+        folders = image_data.class_names_of(path)
+        if folders and not class_names and len(folders) != n_class:
+            raise InputError(
+                '{}: {} class folders, the model has {} classes and no '
+                'names for them: its labels cannot be matched to the '
+                'folders (evaluate its model.npz, which names them)'.format(
+                    path, len(folders), n_class))
+        pairs = read_dataset(path, root, class_names or None)[0]
+    labels = pairs.labels
+    bad = numpy.flatnonzero((labels < 0) | (labels >= n_class))
+    if len(bad):
+        raise InputError('{}: label {} of its image {} is not one of the '
+                         'model\'s {} classes'.format(
+                             path, labels[bad[0]], int(bad[0]) + 1, n_class))
+    return pairs
 
 
 def evaluate(network, pairs, transform, device, batchsize, loaderjob=0):
@@ -146,7 +169,7 @@ def main(argv=None):
             return
         loss, top1, top5, count = evaluate(
             network, read_validation(args.val, args.root, class_names,
-                                     resize),
+                                     int(metadata['n_class']), resize),
             transform, device, args.batchsize, args.loaderjob)
     except InputError as e:
         print('eval_imagenet.py: error: {}'.format(e), file=sys.stderr)
