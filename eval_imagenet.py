@@ -156,6 +156,11 @@ def main(argv=None):
         if args.gpu >= 0:
             cuda_stack.check(allow_no_cudnn=True, need_nccl=False,
                              requested=args.gpu)
+            layers = models.chainer_layers
+        else:
+            import cpu_engine  # the trainer's layers on CPUs
+            layers = cpu_engine
+        network = models.saved_model.as_trained(network, metadata, layers)
         device = chainer.get_device(
             '@cupy:{}'.format(args.gpu) if args.gpu >= 0 else '@numpy')
         device.use()
