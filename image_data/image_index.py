@@ -70,6 +70,17 @@ def remove_stale_segments():
                 pass
 
 
+def segment_fields(n, blob_size, records=False):
+    """``(name, dtype, length)`` of each array of a segment, in the order
+    it holds them (8-byte arrays first, so that every array is aligned):
+    an index file (:mod:`image_data.index_file`) holds them in the same."""
+    return [('offsets', numpy.int64, n + 1)] + (
+        [('starts', numpy.int64, n), ('lengths', numpy.int64, n)]
+        if records else []) + [('labels', numpy.int32, n)] + (
+        [('crc32c', numpy.uint32, n)] if records else []) + [
+        ('blob', numpy.uint8, blob_size)]
+
+
 class _Segment(object):
     """``offsets`` (n + 1), ``labels`` (n) and ``blob`` in one segment, and
     for an index of records in one archive (``records``) ``starts``,
@@ -86,12 +97,7 @@ class _Segment(object):
         self.n = n
         self.blob_size = blob_size
         self.records = records
-        # 8-byte arrays first, so that every array is aligned
-        fields = [('offsets', numpy.int64, n + 1)] + (
-            [('starts', numpy.int64, n), ('lengths', numpy.int64, n)]
-            if records else []) + [('labels', numpy.int32, n)] + (
-            [('crc32c', numpy.uint32, n)] if records else []) + [
-            ('blob', numpy.uint8, blob_size)]
+        fields = segment_fields(n, blob_size, records)
         size = sum(numpy.dtype(dtype).itemsize * count
                    for _, dtype, count in fields)
         owner = name is None

@@ -26,6 +26,7 @@ import numpy
 from errors import InputError
 from image_data.archive_members import Archive
 from image_data.image_index import ImageIndex
+from image_data.image_index import segment_fields
 
 MAGIC = b'IMAGEIDX'
 VERSION = 1
@@ -50,25 +51,22 @@ def write_index(f, kind, archive, classes, names, labels, starts, lengths,
     file ``f``: record ``i`` is image ``names[i]`` of label ``labels[i]``,
     ``lengths[i]`` bytes at ``starts[i]``."""
     encoded = [os.fsencode(name) for name in names]
-    blob = b''.join(encoded)
-    index = ImageIndex.allocate(archive, len(names), len(blob), records=True)
-    segment = index.segment
-    numpy.cumsum([0] + [len(e) for e in encoded], out=segment.offsets)
-    segment.labels[:] = labels
-    segment.starts[:] = starts
-    segment.lengths[:] = lengths
-    segment.crc32c[:] = crc32c
-    segment.blob[:] = numpy.frombuffer(blob, numpy.uint8)
+    arrays = {'offsets': numpy.cumsum([0] + [len(e) for e in encoded]),
+              'labels': labels, 'starts': starts, 'lengths': lengths,
+              'crc32c': crc32c, 'blob': b''.join(encoded)}
     header = json.dumps({
         'kind': kind, 'archive': archive.path, 'size': archive.size,
         'mtime_ns': archive.mtime_ns, 'checksums': archive.checksums,
-        'records': len(names), 'name_bytes': len(blob),
+        'records': len(names), 'name_bytes': len(arrays['blob']),
         'classes': list(classes)}).encode('utf-8')
     header += b' ' * (-len(header) % 8)
     f.write(_PREFIX.pack(MAGIC, VERSION, len(header)))
     f.write(header)
-    for array in index.buffers():
-        f.write(array.tobytes())
+    for field, dtype, _ in segment_fields(len(names), len(arrays['blob']),
+                                          records=True):
+        array = numpy.frombuffer(arrays[field], numpy.uint8) \
+            if field == 'blob' else numpy.asarray(arrays[field], dtype)
+        f.write(array.astype(array.dtype.newbyteorder('<')).tobytes())
 
 
 def read_header(path):
