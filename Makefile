@@ -82,7 +82,8 @@ test-chainer-functions: setup
 	    $$py tests/chainer_functions/run.py --engine-paths $$paths; done; done
 
 clean:
-	rm -rf $(VENV) .venv-numpy1 .venv-gpu-offline .venv-gpu14-offline result
+	rm -rf $(VENV) .venv-numpy1 .venv-gpu-offline .venv-gpu14-offline \
+		.venv-gpu14-cuda12-offline result
 
 # The CUDA 12 stack (docs/gpu.md) lives in its own venv, so that the CPU venv
 # carries no GPU wheels. `make test-gpu-stack` needs no GPU: it checks that
@@ -105,11 +106,14 @@ $(VENV_GPU)/.installed: setup.py constraints.txt
 test-gpu-stack: setup-gpu
 	$(PY_GPU) -m pytest -q -rs tests/gpu/test_gpu_stack.py
 
-# The GPU tier that needs no GPU (docs/gpu.md), on both CuPy lines, each in
-# its own venv: CuPy 13 with CUDA 12 (the gpu extra less cuDNN) and CuPy 14
+# The GPU tier that needs no GPU (docs/gpu.md), on three stacks, each in its
+# own venv: CuPy 13 with CUDA 12 (the gpu extra less cuDNN), CuPy 14 with
+# the same CUDA 12 libraries (a GPU node's PyTorch brings them) and CuPy 14
 # with CUDA 13. Every kernel is built by CuPy and compiled by NVRTC, and
 # every name the GPU modules read is resolved; pip's cache keeps the wheels.
-GPU_OFFLINE := .venv-gpu-offline:gpu-offline .venv-gpu14-offline:gpu-cuda13
+GPU_OFFLINE := .venv-gpu-offline:gpu-offline \
+	.venv-gpu14-cuda12-offline:gpu-cupy14-cuda12 \
+	.venv-gpu14-offline:gpu-cuda13
 test-gpu-offline:
 	set -e; for pair in $(GPU_OFFLINE); do venv=$${pair%%:*}; \
 	  test -x $$venv/bin/python || $(PYTHON) -m venv $$venv; \
@@ -129,7 +133,8 @@ gpu-check:
 # What an offline GPU machine with Python, NumPy 2, CuPy, PyTorch and mpi4py
 # lacks, as wheels in one folder (docs/gpu.md): Chainer 7.8.1 and this
 # project built by $(PYTHON) (use the GPU machine's Python version), and
-# the wheels of Chainer's, Pillow's, matplotlib's and pytest's requirements
+# the wheels of Chainer's, Pillow's, matplotlib's, pytest's and
+# google-crc32c's requirements
 # for that version, less NumPy and what PyTorch brings. Not oneDNN (39 MB):
 # the project's wheel goes in with --no-deps, and GPUs do not use it.
 WHEELHOUSE ?= wheelhouse
@@ -141,6 +146,6 @@ wheels:
 		$(PYTHON) -m pip wheel -q --no-deps -w $(WHEELHOUSE) chainer==7.8.1 .
 	$(PYTHON) -m pip download -q --only-binary=:all: -d $(WHEELHOUSE) \
 		protobuf six filelock typing_extensions setuptools pillow \
-		'matplotlib>=3.5' pytest
+		'matplotlib>=3.5' pytest google-crc32c
 	cd $(WHEELHOUSE) && for name in $(WHEELS_HAVE); do rm -f $$name-*.whl; done
 	du -sh $(WHEELHOUSE)

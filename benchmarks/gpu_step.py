@@ -238,7 +238,7 @@ def main(argv=None):
     args = parse_args(argv)
     if args.device >= 0:
         try:
-            cuda_stack.check(allow_no_cudnn=True)
+            cuda_stack.check(allow_no_cudnn=True, requested=args.device)
         except errors.InputError as e:
             print('gpu_step: --device {}: {}'.format(args.device, e),
                   file=sys.stderr)

@@ -14,4 +14,5 @@ from communicators.factory import NAMES  # NOQA
 from communicators.factory import NCCL_NAMES  # NOQA
 from communicators.factory import resolve_name  # NOQA
 from communicators.initial_broadcast import broadcast_initial_parameters  # NOQA
+from communicators.mpi_start import check_thread_level  # NOQA
 from communicators.mpi_start import start_mpi  # NOQA

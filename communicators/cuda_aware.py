@@ -28,10 +28,3 @@ def cuda_aware_mpi(MPI):
                 MPICH_GPU_SUPPORT_CUDA, ctypes.byref(supported)) == 0:
             return bool(supported.value)
     return None
-
-
-def library_name(MPI):
-    """The MPI library's name and version, as its version string starts:
-    ``Open MPI v5.0.3``, ``MPICH Version: 4.2.0``."""
-    first = MPI.Get_library_version().replace('\0', '').splitlines()[0]
-    return ' '.join(first.split(',')[0].split())

@@ -5,7 +5,7 @@ import chainermn
 import numpy
 
 from communicators.cuda_aware import cuda_aware_mpi
-from communicators.cuda_aware import library_name
+from communicators.mpi_start import library_name
 from communicators.mpi_start import start_mpi
 
 CHAINERMN_NAMES = ('naive', 'flat', 'non_cuda_aware', 'pure_nccl', 'dummy')

@@ -8,9 +8,39 @@ mpi4py is imported without starting MPI, ``MPI_Init_thread`` is called
 through ctypes (which releases the lock during the call), and what mpi4py's
 own start-up adds is done after it: errors raise (``MPI_ERRORS_RETURN`` on
 the predefined communicators) and MPI is finalized at exit.
+
+MPI is asked for ``MPI_THREAD_MULTIPLE``, but a library may give less (an
+MPICH built to serialize threads): :func:`check_thread_level` says so in one
+line where a job calls MPI from two threads at once (the stall watchdog's
+and the training's).
 """
 import ctypes
 import sys
+
+from largebatch.errors import InputError
+
+#: The names of MPI's thread levels, lowest first.
+THREAD_LEVELS = ('SINGLE', 'FUNNELED', 'SERIALIZED', 'MULTIPLE')
+
+
+class ThreadLevelError(InputError):
+    """MPI started below the thread level the job needs."""
+
+
+def check_thread_level(MPI, needed_by):
+    """:class:`ThreadLevelError` unless MPI (mpi4py's started ``MPI``) gave
+    ``MPI_THREAD_MULTIPLE``, which ``needed_by`` (what calls MPI from a
+    second thread) needs."""
+    levels = {getattr(MPI, 'THREAD_' + name): 'MPI_THREAD_' + name
+              for name in THREAD_LEVELS}
+    provided = MPI.Query_thread()
+    if provided < MPI.THREAD_MULTIPLE:
+        raise ThreadLevelError(
+            'MPI ({}) started at {}, below the MPI_THREAD_MULTIPLE that {} '
+            'needs; use an MPI built with MPI_THREAD_MULTIPLE (Open MPI and '
+            'its pip wheel are; MPICH: configure --enable-threads=multiple)'
+            .format(library_name(MPI), levels.get(provided, provided),
+                    needed_by))
 
 
 def start_mpi():
@@ -46,3 +76,10 @@ def library(MPI):
         return ctypes.CDLL(MPI.__file__)
     except OSError:
         return None
+
+
+def library_name(MPI):
+    """The MPI library's name and version, as its version string starts:
+    ``Open MPI v5.0.3``, ``MPICH Version: 4.2.0``."""
+    first = MPI.Get_library_version().replace('\0', '').splitlines()[0]
+    return ' '.join(first.split(',')[0].split())

@@ -10,6 +10,7 @@ import functools
 import os
 import time
 
+from image_data import index_file
 from image_data.image_index import ImageIndex
 from image_data.image_list import read_datasets
 from largebatch.errors import InputError
@@ -42,26 +43,29 @@ def broadcast_index(comm, read, root=0):
     heads = mpi_comm.bcast(None if result is None else [
         _Layout(x.layout()) if isinstance(x, ImageIndex) else x
         for x in result], root)
-    items = []
-    for i, head in enumerate(heads):
-        if isinstance(head, _Layout):
-            if mpi_comm.rank == root:
-                index = result[i]
-            else:
-                index = ImageIndex.allocate(*head)
+    items, error = list(result or heads), None
+    if mpi_comm.rank != root:
+        try:  # every rank learns of one that has no room before the sends
+            items = [ImageIndex.allocate(*head) if isinstance(head, _Layout)
+                     else head for head in heads]
+        except InputError as e:
+            error = 'worker {}: {}'.format(mpi_comm.rank, e)
+    error = next((e for e in mpi_comm.allgather(error) if e), None)
+    if error is not None:
+        raise InputError(error)
+    for index in items:
+        if isinstance(index, ImageIndex):
             for buf in index.buffers():
                 mpi_comm.Bcast(buf, root)
             index.freeze()
-            head = index
-        items.append(head)
     return tuple(items)
 
 
 def load_datasets(comm, train, val, root='.', n_class=None, side=None):
     """``(train, val, n_class)``: from ``.npz`` files of decoded images
     (:mod:`image_data.in_memory`, ``side`` pixels; every rank reads its own
-    copy, one file read), else :func:`load_index` of list files or class
-    folders."""
+    copy, one file read), else :func:`load_index` of list files, class
+    folders or archive indexes."""
     if train.endswith('.npz'):
         # imported here: the package does not load the module that
         # ``python -m image_data.in_memory`` runs as __main__
@@ -77,6 +81,8 @@ def class_count_source(train, n_class=None):
         return '--n-class'
     if os.path.isdir(train):
         return 'the class folders'
+    if index_file.is_index(train):
+        return 'the index\'s classes'
     return 'the class names, or the largest label + 1'
 
 

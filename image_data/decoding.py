@@ -18,6 +18,9 @@ would clip 16-bit values to 255 (a white image) and cast floats of 0..1 to
 0 (a black one).
 """
 import contextlib
+import io
+import os
+import stat
 
 import numpy
 from PIL import Image
@@ -38,8 +41,23 @@ DECODERS = ('auto', 'pillow')
 _SIMPLEJPEG_COLORSPACES = ('YCbCr', 'Gray')
 
 
+#: The default cap on an image's bytes: ImageNet's largest JPEG is about
+#: 15 MB; a multi-GB file named .JPEG (or a link to /dev/zero) is a bad
+#: image, not an allocation.
+MAX_IMAGE_BYTES = 64 << 20
+
+#: ``(first bytes, Pillow format)`` of the formats a data set's images may
+#: be in (:data:`image_data.image_list.IMAGE_EXTENSIONS`): the decoder is
+#: chosen by them, never by trying every plug-in Pillow has.
+FORMATS = ((b'\xff\xd8\xff', 'JPEG'), (b'\x89PNG\r\n\x1a\n', 'PNG'),
+           (b'BM', 'BMP'), (b'GIF87a', 'GIF'), (b'GIF89a', 'GIF'),
+           (b'II*\x00', 'TIFF'), (b'MM\x00*', 'TIFF'), (b'RIFF', 'WEBP'),
+           (b'P1', 'PPM'), (b'P2', 'PPM'), (b'P3', 'PPM'), (b'P4', 'PPM'),
+           (b'P5', 'PPM'), (b'P6', 'PPM'))
+
+
 class UndecodableImageError(InputError):
-    """An image file that Pillow cannot decode; the message names it."""
+    """An image that cannot be read or decoded; the message names it."""
 
 
 def choose_decoder(name):
@@ -50,32 +68,76 @@ def choose_decoder(name):
     return 'simplejpeg' if name == 'auto' and simplejpeg else 'pillow'
 
 
-def load_rgb(path, side, decoder='pillow'):
+def load_rgb(path, side, decoder='pillow', limit=MAX_IMAGE_BYTES):
     """Decode ``path`` to an ``(H, W, 3)`` uint8 RGB array.
+
+    ``path`` is an image file's path or an archive member
+    (:class:`~image_data.archive_members.ArchiveMember`): its bytes are read
+    in one piece (:func:`read_image`) and decoded from memory, so an image
+    gives the same pixels from its file or from an archive.
 
     ``side`` is the shorter side the image will be resized to: JPEGs are
     decoded at the DCT scale Pillow's draft picks for it. ``decoder`` is a
     :func:`choose_decoder` result. Grayscale, palette, CMYK and alpha images
     are converted, not rejected; a truncated or corrupt file raises
-    :class:`UndecodableImageError`.
+    :class:`UndecodableImageError`, as does an image of more than
+    ``limit`` bytes or in none of the :data:`FORMATS`.
     """
     with _naming_the_file(path):
+        data = read_image(path, limit)
         if decoder == 'simplejpeg':
-            pixels = _decode_jpeg(path, side)
+            pixels = _decode_jpeg(data, side)
             if pixels is not None:
                 return pixels
-        with Image.open(path) as image:
+        with Image.open(io.BytesIO(data), formats=[_format(data)]) as image:
             return numpy.asarray(_draft_rgb(image, side))
 
 
-def load_square(path, side, decoder='pillow'):
+def read_image(path, limit=MAX_IMAGE_BYTES):
+    """The bytes of an image file, or of an archive member (which reads
+    itself), at most ``limit`` of them.
+
+    A file is opened without blocking and read only if it is a regular
+    file: a FIFO or a device among the images would block the open or the
+    read, or never end.
+    """
+    if hasattr(path, 'read'):
+        if path.length > limit:
+            raise _too_large(path, path.length, limit)
+        return path.read()
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, 'rb') as f:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise UndecodableImageError('image {}: not a regular file'.format(
+                path))
+        if status.st_size > limit:
+            raise _too_large(path, status.st_size, limit)
+        return f.read(limit + 1)
+
+
+def _too_large(path, size, limit):
+    return UndecodableImageError(
+        'image {}: {} bytes, above the cap of {} MiB on an image'.format(
+            path, size, limit >> 20))
+
+
+def _format(data):
+    """The Pillow format that ``data``'s first bytes announce."""
+    for magic, name in FORMATS:
+        if data.startswith(magic):
+            return name
+    raise ValueError('no image format starts with {!r}'.format(data[:8]))
+
+
+def load_square(path, side, decoder='pillow', limit=MAX_IMAGE_BYTES):
     """Decode ``path`` to a ``(side, side, 3)`` uint8 RGB array.
 
     The shorter side is resized to ``side`` (Pillow's bilinear filter) and
     the longer one centre-cropped, as ImageNet images are prepared for a 224
     crop out of 256. Decoding is :func:`load_rgb`'s.
     """
-    return square(load_rgb(path, side, decoder), side)
+    return square(load_rgb(path, side, decoder, limit), side)
 
 
 def resized_size(width, height, side):
@@ -87,14 +149,18 @@ def resized_size(width, height, side):
 
 @contextlib.contextmanager
 def _naming_the_file(path):
-    """Pillow's and the file system's errors as
-    :class:`UndecodableImageError` naming ``path``."""
+    """Every error of reading or decoding ``path`` as
+    :class:`UndecodableImageError` naming it: Pillow's decoders raise many
+    kinds for a file that is not what its first bytes say. Out of memory is
+    the machine's, not the image's; an :class:`InputError` (an archive that
+    changed) is the data set's."""
     try:
         yield
-    except (OSError, SyntaxError, ValueError,
-            Image.DecompressionBombError) as e:
+    except (InputError, MemoryError):
+        raise
+    except Exception as e:
         raise UndecodableImageError('image {}: cannot be decoded ({})'
-                                    .format(path, e))
+                                    .format(path, e or type(e).__name__))
 
 
 def square(pixels, side):
@@ -148,10 +214,9 @@ def _draft_scale(width, height, side):
     return next((s for s in (8, 4, 2) if reach >= s), 1)
 
 
-def _decode_jpeg(path, side):
-    """simplejpeg's pixels of a JPEG, or None for Pillow to decode."""
-    with open(path, 'rb') as f:
-        data = f.read()
+def _decode_jpeg(data, side):
+    """simplejpeg's pixels of a JPEG's bytes, or None for Pillow to
+    decode."""
     if not simplejpeg.is_jpeg(data) or b'Exif' in data[:65536]:
         return None  # Pillow decodes it, and applies EXIF orientation
     try:

@@ -11,11 +11,13 @@ import numpy
 
 def fingerprint(dataset):
     """``'N images, sha256 XXXXXXXXXXXXXXXX'``: the number of examples and
-    a hash of their relative paths and labels (an index of files), or of
-    their pixels and labels (a decoded set)."""
+    a hash of their relative paths and labels (an index of files or of
+    archive members: an archive's index and its extracted class folders are
+    the same set), or of their pixels and labels (a decoded set)."""
     digest = hashlib.sha256()
-    if hasattr(dataset, 'buffers'):  # ImageIndex: offsets, labels, paths
-        for buffer in dataset.buffers():
+    if hasattr(dataset, 'segment'):  # ImageIndex: offsets, labels, paths
+        segment = dataset.segment
+        for buffer in (segment.offsets, segment.labels, segment.blob):
             digest.update(numpy.ascontiguousarray(buffer).tobytes())
     else:
         digest.update(numpy.ascontiguousarray(dataset.labels).tobytes())

@@ -17,6 +17,7 @@ from multiprocessing import shared_memory
 
 import numpy
 
+from largebatch.errors import InputError
 from largebatch import processes
 
 #: Shared-memory names start with this, the creating process's PID namespace
@@ -69,8 +70,22 @@ def remove_stale_segments():
                 pass
 
 
+def segment_fields(n, blob_size, records=False):
+    """``(name, dtype, length)`` of each array of a segment, in the order
+    it holds them (8-byte arrays first, so that every array is aligned):
+    an index file (:mod:`image_data.index_file`) holds them in the same."""
+    return [('offsets', numpy.int64, n + 1)] + (
+        [('starts', numpy.int64, n), ('lengths', numpy.int64, n)]
+        if records else []) + [('labels', numpy.int32, n)] + (
+        [('crc32c', numpy.uint32, n)] if records else []) + [
+        ('blob', numpy.uint8, blob_size)]
+
+
 class _Segment(object):
-    """``offsets`` (n + 1), ``labels`` (n) and ``blob`` in one segment.
+    """``offsets`` (n + 1), ``labels`` (n) and ``blob`` in one segment, and
+    for an index of records in one archive (``records``) ``starts``,
+    ``lengths`` and ``crc32c`` (n each): where each image's bytes lie in the
+    archive, and their CRC32C (0 in an index without checksums).
 
     Created empty (``name`` None: this process owns the segment and unlinks
     it when the segment is garbage collected or at exit) or attached by
@@ -78,51 +93,78 @@ class _Segment(object):
     cannot be closed while NumPy views of it are alive.
     """
 
-    def __init__(self, n, blob_size, name=None):
+    def __init__(self, n, blob_size, records=False, name=None):
         self.n = n
         self.blob_size = blob_size
+        self.records = records
+        fields = segment_fields(n, blob_size, records)
+        size = sum(numpy.dtype(dtype).itemsize * count
+                   for _, dtype, count in fields)
         owner = name is None
         if owner:
             remove_stale_segments()
             name = segment_prefix(os.getpid()) + secrets.token_hex(6)
-        shm = shared_memory.SharedMemory(
-            name, owner, 8 * (n + 1) + 4 * n + blob_size)
+            _reserve(name, size)
+        shm = shared_memory.SharedMemory(name, False, size)
         self.name = shm.name
-        self._arrays = [
-            numpy.ndarray(n + 1, numpy.int64, shm.buf, 0),
-            numpy.ndarray(n, numpy.int32, shm.buf, 8 * (n + 1)),
-            numpy.ndarray(blob_size, numpy.uint8, shm.buf, 12 * n + 8)]
+        self._arrays, start = {}, 0
+        for field, dtype, count in fields:
+            self._arrays[field] = numpy.ndarray(count, dtype, shm.buf, start)
+            start += self._arrays[field].nbytes
         if not owner:
             self.freeze()
         weakref.finalize(self, _release, shm, self._arrays, owner)
 
-    @property
-    def offsets(self):
-        return self._arrays[0]
-
-    @property
-    def labels(self):
-        return self._arrays[1]
-
-    @property
-    def blob(self):
-        return self._arrays[2]
+    def __getattr__(self, field):
+        try:
+            return self.__dict__['_arrays'][field]
+        except KeyError:
+            raise AttributeError(field) from None
 
     @property
     def nbytes(self):
-        return sum(a.nbytes for a in self._arrays)
+        return sum(a.nbytes for a in self._arrays.values())
 
     def buffers(self):
-        """The three arrays, for filling by MPI broadcast."""
-        return list(self._arrays)
+        """The arrays, for filling by MPI broadcast or from a file."""
+        return list(self._arrays.values())
 
     def freeze(self):
         """Make the arrays read-only once they are filled."""
-        for a in self._arrays:
+        for a in self._arrays.values():
             a.flags.writeable = False
 
     def __reduce__(self):
-        return _Segment, (self.n, self.blob_size, self.name)
+        return _Segment, (self.n, self.blob_size, self.records, self.name)
+
+
+def _reserve(name, size):
+    """Create segment ``name`` with its ``size`` bytes reserved.
+
+    A segment's pages are taken from /dev/shm (a tmpfs) when first touched:
+    on a full one (Docker's default is 64 MB) that kills the process with
+    SIGBUS. Reserved up front, a shortage is an :class:`InputError` here,
+    naming the space needed and the fix.
+    """
+    path = os.path.join(_SHM_DIR, name)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                     0o600)
+    except OSError as e:
+        raise InputError('{}: cannot hold the image index ({}); the index '
+                         'lives in this shared-memory folder'.format(
+                             _SHM_DIR, e.strerror))
+    try:
+        os.posix_fallocate(fd, 0, max(size, 1))
+    except OSError as e:
+        os.unlink(path)
+        free = os.statvfs(_SHM_DIR)
+        raise InputError(
+            '{}: no room for the image index ({:,} bytes, {:,} free; {}): '
+            'give it more (docker run --shm-size=1g) or free it'.format(
+                _SHM_DIR, size, free.f_bavail * free.f_frsize, e.strerror))
+    finally:
+        os.close(fd)
 
 
 def _release(shm, arrays, owner):
@@ -137,7 +179,11 @@ class ImageIndex(object):
 
     Indexing gives ``(os.path.join(root, relative path), int label)``, as the
     list the iterators took before; a slice with step 1 is a view of the
-    same segment (validation shards copy nothing).
+    same segment (validation shards copy nothing). An index of records in
+    one archive (:mod:`image_data.index_file`) has an
+    :class:`~image_data.archive_members.Archive` as its root and gives
+    ``(archive member, int label)``: the member reads its bytes from the
+    archive.
 
     Args:
         root: directory the stored paths are relative to.
@@ -160,10 +206,11 @@ class ImageIndex(object):
         self._init(root, segment, 0, segment.n)
 
     @classmethod
-    def allocate(cls, root, n, blob_size):
-        """An index of ``n`` paths, ``blob_size`` bytes in all, to be filled
-        through :meth:`buffers` and then frozen (an MPI receive buffer)."""
-        return cls.from_segment(root, _Segment(n, blob_size))
+    def allocate(cls, root, n, blob_size, records=False):
+        """An index of ``n`` paths, ``blob_size`` bytes in all (and of
+        ``records`` in an archive), to be filled through :meth:`buffers` and
+        then frozen (an MPI receive buffer, or a file's arrays)."""
+        return cls.from_segment(root, _Segment(n, blob_size, records))
 
     @classmethod
     def from_segment(cls, root, segment, start=0, stop=None):
@@ -192,15 +239,22 @@ class ImageIndex(object):
                                            rows.start,
                                            max(rows.start, rows.stop))
         i = rows[key]
-        offsets = self.segment.offsets
-        path = self.segment.blob[offsets[i]:offsets[i + 1]].tobytes()
-        return (os.path.join(self.root, os.fsdecode(path)),
-                int(self.segment.labels[i]))
+        segment = self.segment
+        name = os.fsdecode(
+            segment.blob[segment.offsets[i]:segment.offsets[i + 1]].tobytes())
+        if segment.records:
+            source = self.root.member(name, int(segment.starts[i]),
+                                      int(segment.lengths[i]),
+                                      int(segment.crc32c[i]))
+        else:
+            source = os.path.join(self.root, name)
+        return source, int(segment.labels[i])
 
     def layout(self):
-        """``(root, n, blob_size)``: what :meth:`allocate` takes to hold a
-        copy of this (whole) index."""
-        return self.root, self.segment.n, self.segment.blob_size
+        """``(root, n, blob_size, records)``: what :meth:`allocate` takes to
+        hold a copy of this (whole) index."""
+        return (self.root, self.segment.n, self.segment.blob_size,
+                self.segment.records)
 
     def buffers(self):
         """The offsets, labels and path bytes of the whole index."""

@@ -1,6 +1,7 @@
-"""The two ImageNet layouts: Chainer's list file and class folders.
+"""The ImageNet layouts: Chainer's list file, class folders, and an index of
+the images in an archive (:mod:`image_data.index_file`).
 
-Both give an :class:`~image_data.image_index.ImageIndex` of ``(path, label)``
+Each gives an :class:`~image_data.image_index.ImageIndex` of ``(path, label)``
 pairs; every path is checked to exist up front so that a typo fails before
 any training time is spent. One process reads; see ``image_data.broadcast``.
 """
@@ -8,6 +9,7 @@ import os
 
 import numpy
 
+from image_data import index_file
 from image_data.image_index import ImageIndex
 from largebatch.errors import InputError
 
@@ -88,7 +90,9 @@ def read_class_folders(path, class_names=None):
 
 def class_names_of(path):
     """The class names of a training set: its class folders' names, sorted
-    (the labels' order), or none for a list file."""
+    (the labels' order), an index's classes, or none for a list file."""
+    if index_file.is_index(path):
+        return index_file.read_header(path)['classes']
     if not os.path.isdir(path):
         return []
     return sorted(d for d in os.listdir(path)
@@ -117,11 +121,25 @@ def check_labels(index, n_class, source):
 
 
 def read_dataset(path, root='.', class_names=None):
-    """A list file or a class-folder directory, and its class names (None
-    for a list file)."""
+    """A list file, a class-folder directory or an archive's index
+    (``.index``), and its class names (None for a list file)."""
     if os.path.isdir(path):
         return read_class_folders(path, class_names)
+    if index_file.is_index(path):
+        return read_archive_index(path, class_names)
     return read_list_file(path, root), None
+
+
+def read_archive_index(path, class_names=None):
+    """The index of archive members at ``path`` (:mod:`image_data.
+    index_file`) and its classes, which must be ``class_names`` (those of
+    the training set) where given."""
+    index, classes = index_file.read_index(path)
+    if class_names is not None and classes != list(class_names):
+        raise InputError('index {}: its {} classes are not the training '
+                         'set\'s {}'.format(path, len(classes),
+                                            len(class_names)))
+    return index, classes
 
 
 def read_datasets(train, val, root='.', n_class=None):

@@ -21,6 +21,7 @@ from image_data.crop_window import crop_of_resized
 from image_data.decoding import choose_decoder
 from image_data.decoding import load_rgb
 from image_data.decoding import load_square
+from image_data.decoding import MAX_IMAGE_BYTES
 from image_data.decoding import UndecodableImageError
 from largebatch.errors import InputError
 from largebatch.errors import ParameterError
@@ -98,11 +99,12 @@ class _CropTransform(object):
     ``resize_whole_image`` resizes the whole image before cropping;
     ``uint8_output`` returns the uint8 crop, which the converter normalizes
     on the device with :meth:`normalize_batch` (a quarter of the bytes
-    to send; per-channel means only)."""
+    to send; per-channel means only); an image of more than
+    ``max_image_bytes`` is a bad image, not read."""
 
     def __init__(self, crop_size, mean, resize=None, skip_bad_images=False,
                  decoder='auto', resize_whole_image=False,
-                 uint8_output=False):
+                 uint8_output=False, max_image_bytes=MAX_IMAGE_BYTES):
         self.crop_size = crop_size
         self.skip_bad_images = skip_bad_images
         self.resize = resize or resize_for(crop_size)
@@ -119,6 +121,7 @@ class _CropTransform(object):
             raise ParameterError('uint8_output', uint8_output,
                                  'False with a per-pixel mean')
         self.uint8_output = uint8_output
+        self.max_image_bytes = max_image_bytes
 
     def normalize_batch(self, crops):
         """A batch of :attr:`uint8_output` crops as the transform's float32
@@ -149,7 +152,8 @@ class _CropTransform(object):
 
     def _decode(self, load, path):
         try:
-            return load(path, self.resize, self.decoder)
+            return load(path, self.resize, self.decoder,
+                        self.max_image_bytes)
         except UndecodableImageError:
             if self.skip_bad_images:
                 return None

@@ -23,6 +23,17 @@ def agree(comm, check, *args, **kwargs):
     on all of them. Another exception is raised again where it was raised,
     after the others have learnt of it (and raise :class:`JobInputError`
     naming that worker), so that no worker waits for one that left."""
+    result, failures = gathered(comm.mpi_comm, check, *args, **kwargs)
+    failures = [f for f in failures if f]
+    if failures:
+        raise JobInputError(failures[0])
+    return result
+
+
+def gathered(mpi_comm, check, *args, **kwargs):
+    """``(result, failures)``: ``check(*args, **kwargs)``'s result here and
+    every worker's :class:`InputError` message (None where it passed), in
+    rank order; another exception as :func:`agree` raises it."""
     result, failure, error = None, None, None
     try:
         result = check(*args, **kwargs)
@@ -31,13 +42,11 @@ def agree(comm, check, *args, **kwargs):
     except Exception as e:
         error = e
         failure = 'worker {} failed ({}: {})'.format(
-            comm.rank, type(e).__name__, e)
-    failures = [f for f in comm.mpi_comm.allgather(failure) if f]
+            mpi_comm.rank, type(e).__name__, e)
+    failures = mpi_comm.allgather(failure)
     if error is not None:
         raise error
-    if failures:
-        raise JobInputError(failures[0])
-    return result
+    return result, failures
 
 
 @contextlib.contextmanager

@@ -46,6 +46,9 @@ def build_parser():
         help='resize the whole image, then crop (default: the crop\'s box)')
     add('--skip-bad-images', action='store_true',
         help='count undecodable images and go on, instead of stopping')
+    add('--max-image-mib', type=int, default=64,
+        help='an image of more MiB is a bad image, not read (default: '
+        '%(default)s)')
     add = group('model')
     add('--arch', '-a', choices=sorted(models.archs), default='resnet50',
         help='network (default: %(default)s)')
@@ -174,7 +177,7 @@ def check(args):
     checks += [(name, getattr(args, name) > 0, 'positive') for name in (
         'batchsize', 'val_batchsize', 'epoch', 'width',
         'log_interval', 'keep_snapshots', 'val_interval',
-        'snapshot_interval', 'resize')] + [
+        'snapshot_interval', 'resize', 'max_image_mib')] + [
         ('iterations', args.iterations is None or args.iterations > 0,
          'positive'),
         ('accumulate', args.accumulate == 'auto' or args.accumulate > 0,

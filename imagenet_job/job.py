@@ -85,7 +85,8 @@ class Job(object):
         with stall_watchdog.start_deadline(args.stall_timeout):
             self.comm, self.abilities = devices.create_communicator(
                 args.communicator, args.allreduce_dtype, args.allow_no_cudnn,
-                gpu_flag, dtype=recipe.dtype)
+                gpu_flag, dtype=recipe.dtype, requested_gpu=None if args.gpu
+                else devices.requested_gpu(args.device))
             self._stop = signal_stop.SignalStop(self.comm)
             self._watchdog = stall_watchdog.start_watchdog(
                 self.comm, args.stall_timeout)

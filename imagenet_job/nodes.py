@@ -2,7 +2,7 @@
 ranks of a node that was lost (jobs/mpi_quiet.sh)."""
 
 
-def _ranges(ranks):
+def ranges(ranks):
     """[0, 1, 2, 5] -> '0-2,5'."""
     runs = []
     for rank in ranks:
@@ -22,5 +22,5 @@ def node_ranks(mpi_comm):
     ranks = {}
     for rank, host in enumerate(hosts):
         ranks.setdefault(host, []).append(rank)
-    return 'nodes: ' + ', '.join('{} ranks {}'.format(host, _ranges(r))
+    return 'nodes: ' + ', '.join('{} ranks {}'.format(host, ranges(r))
                                  for host, r in ranks.items())

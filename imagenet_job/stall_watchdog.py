@@ -43,6 +43,9 @@ import time
 import numpy
 from chainer import training
 
+import communicators
+from imagenet_job.agreement import JobInputError
+from largebatch.errors import InputError
 from largebatch.errors import STALLED_STATUS
 from largebatch import launchers
 
@@ -216,9 +219,19 @@ class StallWatchdog(object):
 
 def start_watchdog(comm, timeout):
     """This worker's stall watchdog, watching from now on; None for a job of
-    one process or a ``timeout`` of 0."""
+    one process or a ``timeout`` of 0. Its thread calls MPI beside the
+    training's: an MPI started below ``MPI_THREAD_MULTIPLE`` (the same
+    library on every worker) ends the job as bad input every worker
+    found."""
     if comm.size == 1 or timeout <= 0:
         return None
+    try:
+        communicators.check_thread_level(communicators.start_mpi(),
+                                         'the stall watchdog')
+    except InputError as e:
+        raise JobInputError('--stall-timeout {:g}: {}, or pass '
+                            '--stall-timeout 0 to train without the '
+                            'watchdog'.format(timeout, e)) from None
     watchdog = StallWatchdog(comm.mpi_comm, comm.mpi_comm.allgather(
         socket.gethostname()), timeout)
     watchdog.start()

@@ -27,18 +27,19 @@ readings of the averaged variance:
 import numpy
 
 import chainer
-from chainer.backends import cuda
 from chainer import configuration
 import chainer.functions as F
 from chainer import initializers
 from chainer import variable
 
+import cuda_stack
 from models import chainer_layers
 
 
 VARIANCES = ('mean', 'union')
 
-#: ``cuda.elementwise`` arguments of :meth:`FinalBatchNormalization._keep`
+#: ``cuda.elementwise`` arguments (through :func:`cuda_stack.elementwise`,
+#: without FMA) of :meth:`FinalBatchNormalization._keep`
 #: on a GPU: the variance's correction and the fold of the three kept
 #: arrays in one kernel per layer, with NumPy's float32 operations in
 #: NumPy's order.
@@ -152,7 +153,7 @@ class FinalBatchNormalization(chainer.Link):
         c = self.calls_in_window
         if self.xp is not numpy:
             dtype = mean.dtype.type
-            cuda.elementwise(*KEEP_KERNEL)(
+            cuda_stack.elementwise(KEEP_KERNEL)(
                 mean, var, dtype(correction), dtype(c),
                 *self.kept_statistics)
             return

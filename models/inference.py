@@ -57,3 +57,23 @@ def plain_copy(trained, build):
 def _assign(destination, source):
     destination[...] = chainer.backend.CpuDevice().send(source).astype(
         numpy.float32)
+
+
+def mixed16_copy(plain, build):
+    """``plain``'s network as the trainer ran it under ``--dtype mixed16``:
+    built by ``build`` under ``chainer.mixed16`` (float16 weights, float32
+    normalization parameters and statistics) behind
+    :class:`MixedPrecision`'s float32 ends, its arrays ``plain``'s cast
+    back (exactly: the float32 copy of a float16 value is that value). It
+    scores a validation set as the trainer's closing line did."""
+    with chainer.using_config('dtype', chainer.mixed16):
+        network = build()
+    params = dict(plain.namedparams())
+    for name, param in network.namedparams():
+        param.array[...] = params[name].array.astype(param.dtype)
+    links = dict(plain.namedlinks())
+    for name, link in network.namedlinks():
+        if isinstance(link, chainer.links.BatchNormalization):
+            link.avg_mean[...] = links[name].avg_mean
+            link.avg_var[...] = links[name].avg_var
+    return MixedPrecision(network)

@@ -26,6 +26,7 @@ from models import chainer_resnet50
 from models.builder import ARCHS
 from models.builder import build_classifier
 from models.builder import ClassifierSpec
+from models.inference import mixed16_copy
 from models.inference import plain_copy
 from models.mixed_precision import MixedPrecision
 
@@ -230,6 +231,21 @@ def _from_snapshot(archive, path):
     _deserialize(trained, archive, path, _SNAPSHOT_MODEL)
     return plain_copy(trained.predictor, lambda: _build(metadata, path)), \
         metadata
+
+
+def as_trained(network, metadata, layers=chainer_layers):
+    """``network`` (as :func:`load` gives it) in the precision it was
+    trained in: under a ``mixed16`` recipe, its float16 form built from
+    ``layers`` (the layer set the trainer uses on the device: the CPU
+    engine's on CPUs; :func:`models.inference.mixed16_copy`), which scores
+    as the trainer's closing line did; else ``network`` itself (in float32,
+    Chainer's links compute what either layer set computes)."""
+    if metadata.get('recipe', {}).get('dtype') != 'mixed16':
+        return network
+    return mixed16_copy(network, functools.partial(
+        ARCHS[metadata['arch']], int(metadata['n_class']),
+        width=float(metadata['width']), layers=layers,
+        norm=layers.BatchNormalization))
 
 
 def _shape_of(param):

@@ -18,9 +18,10 @@ On NumPy arrays the update runs as NumPy expressions, or through the kernel
 given as ``cpu_kernel`` (the trainer passes the CPU engine's on CPUs).
 """
 import chainer
-from chainer.backends import cuda
 from chainer import optimizer
 import numpy
+
+import cuda_stack
 
 _default_hyperparam = optimizer.Hyperparameter()
 _default_hyperparam.lr = 0.1
@@ -40,7 +41,8 @@ def _eps_in_dtype(hyperparam, dtype):
     return eps
 
 
-#: ``cuda.elementwise`` arguments of the update on a GPU: NumPy's operations
+#: ``cuda.elementwise`` arguments (through :func:`cuda_stack.elementwise`,
+#: without FMA) of the update on a GPU: NumPy's operations
 #: of :func:`rmsprop_warmup_numpy` in NumPy's order, ``1 - mu2`` rounded
 #: from float64 as NumPy rounds it.
 RMSPROP_WARMUP_KERNEL = (
@@ -125,7 +127,7 @@ class RMSpropWarmupRule(optimizer.UpdateRule):
             return
         hp = self.hyperparam
         t = grad.dtype.type
-        cuda.elementwise(*RMSPROP_WARMUP_KERNEL)(
+        cuda_stack.elementwise(RMSPROP_WARMUP_KERNEL)(
             grad, t(hp.lr), t(hp.mu1), t(hp.mu2), t(1 - hp.mu2),
             _eps_in_dtype(hp, grad.dtype), t(hp.alpha_sgd),
             t(hp.alpha_rmsprop), param.array, self.state['m'],

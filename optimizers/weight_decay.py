@@ -15,14 +15,16 @@ scale * p`` can overflow after the all-reduce has checked the gradient.
 import numpy
 
 import chainer
-from chainer.backends import cuda
 from chainer import optimizer_hooks
+
+import cuda_stack
 
 NORMALIZATION_PARAMS = ('gamma', 'beta')
 BIAS_PARAMS = ('b',)
 
 
-#: ``cuda.elementwise`` arguments of the decay on a GPU.
+#: ``cuda.elementwise`` arguments (through :func:`cuda_stack.elementwise`,
+#: without FMA) of the decay on a GPU.
 WEIGHT_DECAY_KERNEL = ('T p, T rate', 'T g', 'g += rate * p', 'weight_decay')
 
 
@@ -55,5 +57,5 @@ class WeightDecay(optimizer_hooks.WeightDecay):
                 self.cpu_kernel(g, theta, self.rate)
             return
         with chainer.using_device(param.device):
-            cuda.elementwise(*WEIGHT_DECAY_KERNEL)(
+            cuda_stack.elementwise(WEIGHT_DECAY_KERNEL)(
                 theta, g.dtype.type(self.rate), g)

@@ -37,7 +37,8 @@ def cuda_state(monkeypatch, cupy_installed):
     """Set what Chainer found at import: CUDA, GPUs, cuDNN and NCCL."""
     def set_state(available=True, error=None, gpus=1, cudnn=True,
                   cudnn_disabled_by_user=False, nccl_error=None,
-                  cupy=('cupy-cuda12x', '13.6.0', '<2.6,>=1.22')):
+                  cupy=('cupy-cuda12x', '13.6.0', '<2.6,>=1.22'),
+                  kernel_error=None):
         cupy_installed(True)
         monkeypatch.setattr(cuda_stack, 'cupy_distribution', lambda: cupy)
         monkeypatch.setattr(numpy, '__version__', '2.4.6')
@@ -50,6 +51,10 @@ def cuda_state(monkeypatch, cupy_installed):
             gpus, None if gpus else RuntimeError(
                 'cudaErrorNoDevice: no CUDA-capable device is detected')))
         monkeypatch.setattr(cuda_stack, '_nccl_error', lambda: nccl_error)
+        launched = []
+        monkeypatch.setattr(cuda_stack, '_kernel_error', lambda *args: (
+            launched.append(args[0]) or kernel_error))
+        return launched
     return set_state
 
 
@@ -284,10 +289,96 @@ def test_a_gpu_the_process_cannot_see_is_one_line(intra_rank, visible,
     assert '\n' not in str(e.value)
 
 
+def device_record(uuid_hex, bus='0000:1b:00.0'):
+    """A stand-in of ``getDeviceProperties``' record: 16 UUID bytes."""
+    return {'uuid': bytes.fromhex(uuid_hex), 'pciBusID': int(bus[5:7], 16),
+            'name': b'NVIDIA H100 80GB HBM3'}
+
+
+SLICE_1 = 'b7e8a1c2d3f4051627384950aabbccdd'
+SLICE_2 = '0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a'
+
+
+def test_a_gpu_is_named_by_its_uuid():
+    assert cuda_stack.uuid_of(device_record(SLICE_1)) == (
+        'GPU-b7e8a1c2-d3f4-0516-2738-4950aabbccdd')
+
+
+def test_mig_slices_of_one_gpu_are_not_shared():
+    # two MIG slices of one H100: one PCI bus id, two UUIDs
+    slices = [('a', cuda_stack.uuid_of(device_record(uuid)))
+              for uuid in (SLICE_1, SLICE_2)]
+    cuda_stack.check_not_shared(slices)
+
+
 def test_ranks_on_one_gpu_are_refused_with_their_node():
-    cuda_stack.check_not_shared([('a', '0000:1b:00.0'), ('a', '0000:1c:00.0'),
-                                 ('b', '0000:1b:00.0')])
+    one, other = (cuda_stack.uuid_of(device_record(uuid))
+                  for uuid in (SLICE_1, SLICE_2))
+    cuda_stack.check_not_shared([('a', one), ('a', other)])
     with pytest.raises(InputError, match=r'^ranks 0,2 on a would share one '
-                       r'GPU \(0000:1b:00.0\); use --gpu'):
-        cuda_stack.check_not_shared([('a', '0000:1b:00.0'), ('b', 'x'),
-                                     ('a', '0000:1b:00.0')])
+                       r'GPU \(GPU-b7e8a1c2-d3f4-0516-2738-4950aabbccdd\); '
+                       r'use --gpu'):
+        cuda_stack.check_not_shared([('a', one), ('b', other), ('a', one)])
+
+
+def test_check_launches_a_kernel_on_the_gpu_of_the_process(cuda_state):
+    launched = cuda_state(gpus=4)
+    cuda_stack.check(intra_rank=2)
+    cuda_stack.check(intra_rank=2, requested=3)
+    assert launched == [2, 3]
+    launched = cuda_state(gpus=1)  # the launcher left the process one GPU
+    cuda_stack.check(intra_rank=2)
+    assert launched == [0]
+
+
+def test_check_fails_with_the_kernels_line(cuda_state):
+    cuda_state(kernel_error='NVRTC, the CUDA compiler ... cannot be loaded')
+    assert message_of(allow_no_cudnn=True).startswith('NVRTC, the CUDA')
+
+
+class CompileException(Exception):
+    """As CuPy's: NVRTC's log, several lines."""
+
+
+CUPY_13 = ('cupy-cuda12x', '13.6.0', '<2.6,>=1.22')
+CUPY_14_CUDA_12 = ('cupy-cuda12x', '14.2.0', '<2.6,>=2.0')
+CUPY_14_CUDA_13 = ('cupy-cuda13x', '14.2.0', '<2.6,>=2.0')
+
+
+@pytest.mark.parametrize('error, cupy, said', [
+    # what CuPy 13 and CuPy 14 (cuda-pathfinder) raise at the first kernel
+    (RuntimeError('CuPy failed to load libnvrtc.so.12: OSError: '
+                  'libnvrtc.so.12: cannot open shared object file: No such '
+                  'file or directory'), CUPY_13,
+     "NVRTC, the CUDA compiler of every CuPy kernel, cannot be loaded "
+     "(RuntimeError: CuPy failed to load libnvrtc.so.12: OSError: "
+     "libnvrtc.so.12: cannot open shared object file: No such file or "
+     "directory); pip install 'nvidia-cuda-nvrtc-cu12==12.1.105'"),
+    (RuntimeError('Failure finding "libnvrtc.so*": no match'),
+     CUPY_14_CUDA_13,
+     "NVRTC, the CUDA compiler of every CuPy kernel, cannot be loaded "
+     "(RuntimeError: Failure finding \"libnvrtc.so*\": no match); pip "
+     "install 'cuda-toolkit[nvrtc]==13.*'"),
+    (CompileException('/tmp/tmpab/cuda_stack_check.cu(1): catastrophic '
+                      'error: cannot open source file "cuda_fp16.h"\n  '
+                      '#include <cuda_fp16.h>\n\n1 catastrophic error'),
+     CUPY_14_CUDA_12,
+     "CUDA's headers are missing: NVRTC cannot open cuda_fp16.h to compile "
+     "CuPy's kernels (CompileException: /tmp/tmpab/cuda_stack_check.cu(1): "
+     "catastrophic error: cannot open source file \"cuda_fp16.h\" #include "
+     "<cuda_fp16.h> 1 catastrophic error); pip install "
+     "'nvidia-cuda-runtime-cu12==12.1.105'"),
+    (RuntimeError('CUDA_ERROR_UNSUPPORTED_PTX_VERSION: the provided PTX was '
+                  'compiled with an unsupported toolchain.'), CUPY_13,
+     'the driver is older than NVRTC, so GPU 1 cannot load the kernels '
+     'NVRTC compiles (RuntimeError: CUDA_ERROR_UNSUPPORTED_PTX_VERSION: the '
+     'provided PTX was compiled with an unsupported toolchain.); update the '
+     "driver, or install the NVRTC of the driver's CUDA"),
+    (RuntimeError('cudaErrorDevicesUnavailable: CUDA-capable device(s) is/are '
+                  'busy or unavailable'), CUPY_13,
+     'a trivial kernel does not run on GPU 1 (RuntimeError: '
+     'cudaErrorDevicesUnavailable: CUDA-capable device(s) is/are busy or '
+     'unavailable)'),
+])
+def test_a_kernel_that_fails_names_what_is_missing(error, cupy, said):
+    assert cuda_stack.kernel_failure(error, 1, cupy, 'HINT') == said

@@ -2,11 +2,13 @@
 
 All but the last test need CuPy only, not a GPU: ``make test-gpu-stack``
 runs them in ``.venv-gpu``. Without CuPy (the CPU venv, CI) they skip; the
-tests of the extra's own pins skip on another stack (CuPy 14, whose CUDA 13
-has no cuDNN, or a stack without the cuDNN wheel), where the last test
-checks the line that stack prints.
+tests of the extra's own pins skip on another stack (CuPy 14, which has no
+cuDNN, or CuPy 13 without cuDNN 8), where the last test checks the line that
+stack prints. The extra is CuPy 13 with ``libcudnn.so.8`` loadable: a cuDNN 9
+(PyTorch's CUDA 12 wheels bring one) is not the extra's, as CuPy 13 cannot
+use it.
 """
-import importlib.util
+import ctypes
 import re
 
 import pytest
@@ -18,11 +20,27 @@ cupy = pytest.importorskip('cupy', reason='CuPy is not installed (the gpu '
                            "extra: pip install -e '.[gpu]')")
 
 
-GPU_EXTRA = (cuda_stack.cupy_distribution()[0] == 'cupy-cuda12x'
-             and importlib.util.find_spec('nvidia.cudnn') is not None)
+def is_gpu_extra(cupy_version, cudnn_8=cuda_stack.CUDNN_8):
+    """Whether the stack is the ``gpu`` extra's: CuPy 13 with cuDNN 8."""
+    if not cupy_version.startswith('13.'):
+        return False
+    try:
+        ctypes.CDLL(cudnn_8)  # preloaded from the wheel, or the system's
+    except OSError:
+        return False
+    return True
+
+
+GPU_EXTRA = is_gpu_extra(cupy.__version__)
 gpu_extra = pytest.mark.skipif(
-    not GPU_EXTRA, reason='CuPy {} without the gpu extra\'s cuDNN wheel'
-    .format(cupy.__version__))
+    not GPU_EXTRA, reason='CuPy {} is not the gpu extra\'s CuPy 13 with '
+    '{}'.format(cupy.__version__, cuda_stack.CUDNN_8))
+
+
+def test_the_extra_is_cupy_13_with_cudnn_8(tmp_path):
+    # CuPy 14 beside any cuDNN (PyTorch's cuDNN 9) is not the extra
+    assert not is_gpu_extra('14.2.0')
+    assert not is_gpu_extra('13.6.0', str(tmp_path / 'libcudnn.so.8'))
 
 
 def test_cupy_is_13_or_14():

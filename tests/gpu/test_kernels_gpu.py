@@ -1,8 +1,10 @@
 """Every CUDA kernel of the project run once on a GPU, on small float16 and
 float32 arrays, against the CPU path (tests/gpu_offline checks the same
-code without a GPU). The segmented kernels are compiled without FMA and
-match bit for bit; the ElementwiseKernels are CuPy's (FMA allowed), within
-a float32 rounding."""
+code without a GPU). Every kernel is compiled without FMA: the segmented
+kernels and the float32 update (RMSprop warm-up, weight decay) match bit
+for bit; the final-batch statistics' fold agrees within a float32 rounding,
+as its inputs come from Chainer's batch normalization, which differs on a
+GPU, and the float16 update within float16's."""
 import os
 import sys
 
@@ -97,6 +99,8 @@ def test_rmsprop_warmup_and_weight_decay_as_on_the_cpu(cupy, dtype):
         rule.add_hook(WeightDecay(1e-2))
         rule.update(param)
         results.append(chainer.backend.CpuDevice().send(param.array))
-    tolerance = 1e-5 if dtype == numpy.float32 else 2e-3
-    numpy.testing.assert_allclose(results[1], results[0], rtol=tolerance,
-                                  atol=tolerance)
+    if dtype == numpy.float32:
+        numpy.testing.assert_array_equal(results[1], results[0])
+    else:
+        numpy.testing.assert_allclose(results[1], results[0], rtol=2e-3,
+                                      atol=2e-3)

@@ -4,6 +4,7 @@ with their NVRTC options and kernel names."""
 import importlib
 
 ELEMENTWISE = (
+    ('cuda_stack', 'CHECK_KERNEL'),
     ('models.final_batch_normalization', 'KEEP_KERNEL'),
     ('optimizers.rmsprop_warmup', 'RMSPROP_WARMUP_KERNEL'),
     ('optimizers.weight_decay', 'WEIGHT_DECAY_KERNEL'),

@@ -69,11 +69,33 @@ def test_every_kernel_compiles_for_the_architectures(arch):
         ptx = compile_ptx(source, module, tuple(options) + target)
         for name in names:
             assert '.entry {}('.format(name) in ptx, (module, name)
+        assert not rounded_otherwise_than_numpy(ptx), module
     for module, spec in kernels.elementwise():
         for ctype in ('float', 'double'):
             ptx = compile_ptx(elementwise_source(spec, ctype, device=True),
-                              spec[3], target)
+                              spec[3], cuda_stack.KERNEL_OPTIONS + target)
             assert '.entry {}('.format(spec[3]) in ptx
+            assert not rounded_otherwise_than_numpy(ptx), (spec[3], ctype)
+
+
+def rounded_otherwise_than_numpy(ptx):
+    """The PTX instructions that round otherwise than NumPy's float
+    operations (docs/gpu.md, "Rounding"): a fused multiply-add, and an
+    approximate division, reciprocal or square root."""
+    return re.findall(r'\b(?:fma|mad)\.\w[\w.]*|\b(?:div|rcp|sqrt)\.'
+                      r'(?:approx|full)[\w.]*', ptx)
+
+
+def test_without_the_options_nvrtc_contracts_into_fma():
+    """What ``--fmad=false`` prevents: NVRTC's default fuses the weight
+    decay's ``g += rate * p`` into one rounding."""
+    from optimizers.weight_decay import WEIGHT_DECAY_KERNEL
+    source = elementwise_source(WEIGHT_DECAY_KERNEL, 'float', device=True)
+    target = ('-ftz=true', '--gpu-architecture=compute_90')
+    assert rounded_otherwise_than_numpy(compile_ptx(
+        source, 'weight_decay', target)) == ['fma.rn.ftz.f32']
+    assert rounded_otherwise_than_numpy(compile_ptx(
+        source, 'weight_decay', cuda_stack.KERNEL_OPTIONS + target)) == []
 
 
 #: The packages whose names the GPU modules may read.
@@ -249,3 +271,49 @@ def test_a_missing_nccl_is_found_although_cupy_hides_it():
         'False', 'libnccl.so.2 cannot be loaded (libnccl.so.2: cannot open '
         'shared object file: No such file or directory)']
     assert cuda_stack._nccl_error() is None  # this venv's NCCL loads
+
+
+#: The start-up check in a process without NVRTC, on a machine whose one GPU
+#: the device count stands in for: CuPy 13 finds libnvrtc.so.12 only where
+#: cuda_stack preloads it, CuPy 14 through cuda-pathfinder, which here finds
+#: none.
+WITHOUT_NVRTC = """
+import chainer_compat
+import cuda_stack
+try:
+    from cuda import pathfinder
+except ImportError:  # CuPy 13
+    pathfinder = None
+if pathfinder:
+    found = pathfinder.load_nvidia_dynamic_lib
+    def load_nvidia_dynamic_lib(name):
+        if name == 'nvrtc':
+            raise pathfinder.DynamicLibNotFoundError(
+                'Failure finding "libnvrtc.so*": not in site-packages')
+        return found(name)
+    pathfinder.load_nvidia_dynamic_lib = load_nvidia_dynamic_lib
+cuda_stack.LIBRARIES = tuple(
+    (package, names) for package, names in cuda_stack.LIBRARIES
+    if package != 'cuda_nvrtc')
+cuda_stack.preload()
+cuda_stack._device_count = lambda: (1, None)
+try:
+    cuda_stack.check(allow_no_cudnn=True, need_nccl=False)
+except cuda_stack.InputError as e:
+    print(e)
+"""
+
+
+def test_the_check_names_a_missing_nvrtc_before_any_kernel():
+    """Without NVRTC, CuPy imports and Chainer says CUDA is available, and
+    the first kernel would fail with a traceback on every rank: the check
+    compiles one first and names the library and its wheel."""
+    proc = subprocess.run([sys.executable, '-W', 'ignore', '-c',
+                           WITHOUT_NVRTC], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    wheel = cuda_stack.NVRTC_WHEELS[cuda_stack.cupy_distribution()[0]]
+    assert re.match(
+        r"NVRTC, the CUDA compiler of every CuPy kernel, cannot be loaded "
+        r"\(\w+: .*libnvrtc\.so.*\); pip install '{}'$".format(
+            re.escape(wheel)), proc.stdout), proc.stdout

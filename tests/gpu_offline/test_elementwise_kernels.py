@@ -8,6 +8,7 @@ import subprocess
 import numpy
 import pytest
 
+import cuda_stack
 import kernels
 from host_kernels import HostElementwise
 from models.final_batch_normalization import FinalBatchNormalization
@@ -20,7 +21,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 KERNEL_CALL = re.compile(
     r'cuda\.(elementwise|reduce|raw)\(|(Elementwise|Reduction|Raw)Kernel\(|'
-    r'RawModule\(|\.fuse\(')
+    r'RawModule\(|\.fuse\(|cuda_stack\.elementwise\(')
+#: An ElementwiseKernel built without cuda_stack.KERNEL_OPTIONS (FMA).
+UNCHECKED_ELEMENTWISE = re.compile(r'cuda\.elementwise\(\*|'
+                                   r'ElementwiseKernel\(')
 
 
 def test_every_module_with_a_kernel_is_in_the_registry():
@@ -38,6 +42,21 @@ def test_every_module_with_a_kernel_is_in_the_registry():
         m for m, *_ in kernels.RAW}
     assert with_kernels == registered
     assert registered <= set(kernels.GPU_MODULES)
+
+
+def test_every_elementwise_kernel_is_built_with_the_options():
+    """Through cuda_stack.elementwise (the one call that passes the
+    options), so that none contracts into FMA."""
+    files = subprocess.run(['git', 'ls-files', '*.py'], cwd=REPO,
+                           capture_output=True, text=True,
+                           check=True).stdout.split()
+    unchecked = []
+    for path in files:
+        if not path.startswith('tests/') and path != 'cuda_stack.py':
+            with open(os.path.join(REPO, path)) as f:
+                if UNCHECKED_ELEMENTWISE.search(f.read()):
+                    unchecked.append(path)
+    assert unchecked == []
 
 
 def full(n, value):
@@ -85,3 +104,9 @@ def test_weight_decay_kernel_is_numpy_s(tmp_path):
     want = g + numpy.float32(1e-4) * p
     decay(p, full(100, 1e-4), g)
     numpy.testing.assert_array_equal(g, want)
+
+
+def test_the_start_up_checks_kernel_gives_what_the_check_expects(tmp_path):
+    y = numpy.zeros(1, numpy.float32)
+    HostElementwise(cuda_stack.CHECK_KERNEL, tmp_path)(full(1, 1), y)
+    assert y[0] == 2.5

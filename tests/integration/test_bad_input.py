@@ -1,12 +1,15 @@
 """Bad input ends the run with one line naming what was wrong."""
 import os
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
 from PIL import Image
 
 from conftest import REPO
+from conftest import run_mpi
 
 
 def run_script(*args, script=os.path.join(REPO, 'train_imagenet.py')):
@@ -187,13 +190,21 @@ def test_a_single_process_leaves_nothing_behind(tmp_path):
 
 
 # train_imagenet.py with cuda_stack.check standing in for a GPU machine's:
-# cuDNN is off unless allowed, and then no GPU is visible
+# cuDNN is off unless allowed, and then no GPU is visible; with
+# FAILING_RANK=N the stack fails on rank N only (a node with a broken
+# driver) and passes on the others
 _GPU_STACK_RUNNER = '''
+import os
 import sys
 import cuda_stack
 import train_imagenet
 
-def check(allow_no_cudnn=False, need_nccl=True):
+def check(allow_no_cudnn=False, need_nccl=True, intra_rank=0,
+          requested=None):
+    from mpi4py import MPI  # started by then
+    failing = os.environ.get('FAILING_RANK')
+    if failing and int(failing) != MPI.COMM_WORLD.rank:
+        return
     if not allow_no_cudnn:
         raise cuda_stack.CudnnOffError('cuDNN is off (CuPy 14.2.0 has none)')
     raise cuda_stack.InputError('no GPU is visible (none here)')
@@ -222,3 +233,25 @@ def test_a_gpu_without_cudnn_names_the_flag_that_allows_it(tmp_path):
     assert run_with_gpu_stack(tmp_path, '--device', '@cupy:0') == (
         'train_imagenet.py: error: --device: cuDNN is off (CuPy 14.2.0 has '
         'none), or pass --allow-no-cudnn to train without it')
+
+
+def test_a_gpu_stack_failing_on_one_worker_ends_the_job_at_once(tmp_path):
+    """Rank 1's stack fails, rank 0's passes: both end together, with rank
+    1's line, long before the start's deadline (the default 600 s)."""
+    runner = tmp_path / 'runner.py'
+    runner.write_text(_GPU_STACK_RUNNER)
+    out = tmp_path / 'out'
+    start = time.monotonic()
+    proc = run_mpi(2, [str(runner), '--demo', '--gpu', '--allow-no-cudnn',
+                       '--out', str(out)], check=False, timeout=300,
+                   env={'FAILING_RANK': '1'})
+    assert time.monotonic() - start < 120
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert 'Traceback' not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if 'error:' in line]
+    assert errors == [
+        'train_imagenet.py: error: --gpu: worker 1 on {}, GPU 1 '
+        '(CUDA_VISIBLE_DEVICES={}): no GPU is visible (none here)'.format(
+            socket.gethostname(), os.environ.get('CUDA_VISIBLE_DEVICES',
+                                                 'unset'))], proc.stderr
+    assert not out.exists()

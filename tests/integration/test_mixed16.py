@@ -1,9 +1,13 @@
 """--dtype mixed16 on 2 CPU workers: accuracy, exact resume, loss scaling."""
 import json
 import os
+import re
+import subprocess
+import sys
 
 import numpy
 
+from conftest import REPO
 from conftest import run_mpi
 
 SCRIPT = 'train_imagenet.py'
@@ -51,3 +55,20 @@ def test_mixed16_resume_is_bit_identical(tmp_path):
                                       if k.startswith('updater/'))
         for key in keys:
             numpy.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+def test_eval_of_a_mixed16_model_prints_the_closing_lines_figures(tmp_path):
+    out = str(tmp_path / 'out')
+    proc = run_mpi(2, [SCRIPT, '--demo', '--loaderjob', '0', '--width',
+                       '0.125', '--batchsize', '4', '--val_batchsize', '100',
+                       '--iterations', '6', '--dtype', 'mixed16', '--out',
+                       out])
+    closing = [line for line in proc.stdout.splitlines()
+               if line.startswith('finished at')][-1]
+    evaluated = subprocess.run(
+        [sys.executable, 'eval_imagenet.py', os.path.join(out, 'model.npz'),
+         os.path.join(REPO, 'image_data', 'demo', 'val')], cwd=REPO,
+        capture_output=True, text=True, timeout=300, check=True).stdout
+    figures = r'validation top-1 [0-9.]+%, top-5 [0-9.]+%, loss [0-9.e+-]+'
+    assert re.search(figures, evaluated).group(0) == \
+        re.search(figures, closing).group(0)
