@@ -49,9 +49,9 @@ source "$JOBS_DIR/lib.sh"
 NODES=${NODES:-${SLURM_JOB_NUM_NODES:-128}}
 GPUS_PER_NODE=${GPUS_PER_NODE:-${SLURM_NTASKS_PER_NODE:-8}}
 JOB_ID=${JOB_ID:-${SLURM_JOB_ID:-$(new_local_id)}}
-RESTARTS=${SLURM_RESTART_COUNT:-0}    # Slurm's count of this job's requeues
 require_positive NODES GPUS_PER_NODE
-require_count RESTARTS
+[[ -z ${SLURM_RESTART_COUNT:-} ]] || require_count SLURM_RESTART_COUNT
+RESTARTS=${SLURM_RESTART_COUNT:-0}    # Slurm's count of this job's requeues
 export JOBS_DIR GPUS_PER_NODE JOB_ID
 
 # A first start makes a new run directory. A requeued job (a restart count

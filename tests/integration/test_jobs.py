@@ -429,7 +429,7 @@ INJECTION = 'HOME[$(touch {})]'
     ('slurm.sh', 'NODES', {}),
     ('slurm.sh', 'GPUS_PER_NODE', {}),
     ('slurm.sh', 'GPUS_PER_NODE', {'LAUNCHER': 'mpiexec', 'HOSTS': 'a'}),
-    ('slurm.sh', 'RESTARTS', {'SLURM_JOB_ID': '5'}),
+    ('slurm.sh', 'SLURM_RESTART_COUNT', {'SLURM_JOB_ID': '5'}),
     ('pbs.sh', 'STOP_BEFORE', {}),
     ('pbs.sh', 'GPUS_PER_NODE', {}),
 ])
@@ -439,9 +439,8 @@ def test_a_launcher_variable_is_checked_before_arithmetic(
     nodefile = tmp_path / 'nodefile'
     nodefile.write_text('n1\n')
     value = INJECTION.format(mark)
-    given = {'RESTARTS': 'SLURM_RESTART_COUNT'}.get(name, name)
     settings = dict(settings, OUT_ROOT=str(tmp_path / 'out'),
-                    PBS_NODEFILE=str(nodefile), **{given: value})
+                    PBS_NODEFILE=str(nodefile), **{name: value})
     if name != 'DRY_RUN':
         settings['DRY_RUN'] = '1'
     proc = fake_job(tmp_path, script, **settings)
@@ -581,8 +580,8 @@ def test_the_job_writes_through_no_link(tmp_path, name, owner):
 
 
 @pytest.mark.parametrize('name', ['launch.sh', 'job.log', 'hostfile'])
-def test_the_job_writes_over_no_file_of_a_run_it_did_not_make(tmp_path,
-                                                            name):
+def test_the_job_writes_over_no_file_of_a_run_it_did_not_make(
+        tmp_path, name):
     out = tmp_path / 'out'
     out.mkdir()
     (out / 'args.json').write_text('[]')
