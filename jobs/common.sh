@@ -165,11 +165,11 @@ job_setup() {
         OUT_DIR=$OUT_ROOT/$(date +%Y%m%d-%H%M%S)-$job_id
         made_here=1
     fi
-    check_out_dir "$OUT_DIR" "$RESUME"
-    [[ $made_here == 0 || $OUT_DIR_STATE == new ]] ||
+    [[ $made_here == 0 || ! ( -e $OUT_DIR || -L $OUT_DIR ) ]] ||
         die "OUT_DIR: $OUT_DIR exists already; a new job makes a new" \
             "directory (set JOB_ID, or OUT_DIR with RESUME=auto to continue" \
             "that run)"
+    check_out_dir "$OUT_DIR" "$RESUME"
     [[ $DRY_RUN == 1 ]] ||
         make_out_dir "$OUT_DIR" "$OUT_DIR_STATE" \
             "${SLURM_JOB_ID:-${PBS_JOBID:-$job_id}}"

@@ -408,6 +408,37 @@ def test_slurm_requeue_continues_in_the_record_of_its_first_start(tmp_path):
     assert len(list(out.iterdir())) == 3
 
 
+FIXED_DATE = """#!/usr/bin/env bash
+if [[ $* == +%Y%m%d-%H%M%S ]]; then echo 20261201-000000; exit; fi
+exec /bin/date "$@"
+"""
+
+
+@pytest.mark.parametrize('script,settings', [
+    ('multi_node.sh', {'HOSTS': 'a', 'JOB_ID': '79'}),
+    ('slurm.sh', dict(SLURM_JOB, LAUNCHER='mpiexec', HOSTS='a')),
+    ('slurm.sh', SLURM_JOB),
+    ('pbs.sh', {'PBS_JOBID': '79'}),
+])
+@pytest.mark.parametrize('dry_run', ['0', '1'])
+def test_a_first_start_never_shares_a_directory(tmp_path, script, settings,
+                                                dry_run):
+    # The same job id in the same second: the directory's name exists.
+    nodefile = tmp_path / 'nodefile'
+    nodefile.write_text('n1\n')
+    fake_job(tmp_path, 'single_node.sh', DRY_RUN='1')     # makes bin/
+    (tmp_path / 'bin' / 'date').write_text(FIXED_DATE)
+    (tmp_path / 'bin' / 'date').chmod(0o755)
+    taken = tmp_path / 'out' / '20261201-000000-79'
+    write_record(taken, '79', 'mn1')
+    before = listing(taken)
+    proc = fake_job(tmp_path, script, OUT_ROOT=str(tmp_path / 'out'),
+                    PBS_NODEFILE=str(nodefile), DRY_RUN=dry_run, **settings)
+    one_line_error(proc, 'OUT_DIR: {} exists already'.format(taken))
+    assert listing(taken) == before
+    assert [p.name for p in (tmp_path / 'out').iterdir()] == [taken.name]
+
+
 INJECTION = 'HOME[$(touch {})]'
 
 
