@@ -25,6 +25,11 @@ set -euo pipefail
 # PBS runs a copy of this script; the repository is where qsub was called.
 repo=${PBS_O_WORKDIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 JOBS_DIR=${JOBS_DIR:-$repo/jobs}
+[[ -f $JOBS_DIR/lib.sh ]] || {
+    echo "$(basename "$0"): error: JOBS_DIR: no lib.sh in $JOBS_DIR; submit" \
+         "from the repository's root, or set JOBS_DIR" >&2
+    exit 2
+}
 # shellcheck source=lib.sh
 source "$JOBS_DIR/lib.sh"
 [[ -n ${PBS_NODEFILE:-} ]] || die "PBS_NODEFILE is not set; submit with qsub"

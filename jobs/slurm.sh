@@ -43,6 +43,11 @@ SRUN_ARGS=${SRUN_ARGS---mpi=pmix}    # the MPI plugin your Open MPI wants
 # Slurm runs a copy of this script; the repository is where sbatch was called.
 repo=${SLURM_SUBMIT_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 JOBS_DIR=${JOBS_DIR:-$repo/jobs}
+[[ -f $JOBS_DIR/lib.sh ]] || {
+    echo "$(basename "$0"): error: JOBS_DIR: no lib.sh in $JOBS_DIR; submit" \
+         "from the repository's root, or set JOBS_DIR" >&2
+    exit 2
+}
 # shellcheck source=lib.sh
 source "$JOBS_DIR/lib.sh"
 

@@ -522,6 +522,16 @@ def test_a_comma_in_the_output_path_is_refused_in_one_line(
     one_line_error(proc, 'has a comma')
 
 
+@pytest.mark.parametrize('script,settings', [
+    ('slurm.sh', {'SLURM_SUBMIT_DIR': '/nonexistent'}),
+    ('pbs.sh', {'PBS_O_WORKDIR': '/nonexistent'})])
+def test_a_job_submitted_from_elsewhere_says_where_to(tmp_path, script,
+                                                      settings):
+    proc = run_script(script, DRY_RUN='1', OUT_ROOT=str(tmp_path),
+                      PBS_NODEFILE='/dev/null', **settings)
+    one_line_error(proc, 'JOBS_DIR: no lib.sh in /nonexistent/jobs')
+
+
 def test_a_bad_host_name_is_refused(tmp_path):
     proc = run_script('multi_node.sh', DRY_RUN='1', HOSTS='a,b slots=99',
                       OUT_ROOT=str(tmp_path))
