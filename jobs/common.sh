@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash source-path=SCRIPTDIR
 # Settings and launch helpers shared by the job scripts in this folder; they
 # source it. Every setting below is an environment variable: set it when
 # calling a script (`EPOCH=10 jobs/single_node.sh`) or edit the default here.
@@ -9,6 +9,9 @@
 # the ChainerMN communicator: a loader forked from a process that already
 # holds InfiniBand resources crashes, so keep --loaderjob > 0 runs on the
 # forkserver (never set multiprocessing's start method to fork).
+
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # ---- the site ----------------------------------------------------------------
 # SITE_SETUP: a file sourced first, for what a site needs before a launch:
@@ -56,6 +59,7 @@ RESUME=${RESUME:-}                    # snapshot to resume from
 # SMOKE=1: a CPU run (no GPU): --device -1, the naive communicator, the demo
 # data set, 2 processes and 1 epoch unless set otherwise.
 SMOKE=${SMOKE:-0}
+require_switch SMOKE
 if [[ $SMOKE == 1 ]]; then
     GPUS_PER_NODE=${GPUS_PER_NODE:-2}
     EPOCH=${EPOCH:-1}
@@ -120,39 +124,55 @@ BIND_TO=${BIND_TO:-none}              # mpiexec's --bind-to (jobs/README.md)
 # ---- modes -------------------------------------------------------------------
 DRY_RUN=${DRY_RUN:-0}                 # 1: print the launch, run nothing
 
-die() {
-    echo "$(basename "$0"): error: $*" >&2
-    exit 2
-}
-
-require_positive() {  # NAME...: each variable must be a positive integer
-    local name
-    for name in "$@"; do
-        [[ ${!name} =~ ^[1-9][0-9]*$ ]] ||
-            die "$name must be a positive integer, got '${!name}'"
-    done
-}
+require_switch DRY_RUN
+# Every number is checked here, before any arithmetic or command line sees
+# it (jobs/lib.sh); the trainer checks the rest of its flags.
+require_positive GPUS_PER_NODE BATCHSIZE ACCUMULATE EPOCH \
+    PRTE_MCA_oob_tcp_keepalive_time PRTE_MCA_oob_tcp_keepalive_intvl \
+    PRTE_MCA_oob_tcp_keepalive_probes
+for name in VIRTUAL_WORKERS ITERATIONS VAL_BATCHSIZE CROP_SIZE; do
+    [[ -z ${!name} ]] || require_positive "$name"
+done
+[[ -z $LOADERJOB ]] || require_count LOADERJOB
+[[ -z ${SLURM_RESTART_COUNT:-} ]] || require_count SLURM_RESTART_COUNT
+[[ -z $SEED || $SEED =~ ^[0-9]{1,10}$ ]] ||
+    die "SEED must be a whole number (0 to 4294967295), got '$SEED'"
 
 # set_accumulate PROCESSES: ACCUMULATE = VIRTUAL_WORKERS / PROCESSES, where
 # VIRTUAL_WORKERS is set.
 set_accumulate() {
     [[ -n $VIRTUAL_WORKERS ]] || return 0
     require_positive VIRTUAL_WORKERS
+    [[ $1 =~ ^[1-9][0-9]*$ ]] || die "set_accumulate: bad process count '$1'"
     ((VIRTUAL_WORKERS % $1 == 0)) ||
         die "VIRTUAL_WORKERS=$VIRTUAL_WORKERS does not divide among $1" \
             "processes"
     ACCUMULATE=$((VIRTUAL_WORKERS / $1))
 }
 
-# job_setup JOB_ID: checks the settings and sets OUT_DIR (OUT_ROOT/DATE-JOB_ID),
-# DEVICE_MODE (per_rank.sh's first argument) and TRAINER_ARGS.
+# job_setup JOB_ID: checks the settings, sets OUT_DIR (OUT_ROOT/DATE-JOB_ID
+# unless set), DEVICE_MODE (per_rank.sh's first argument) and TRAINER_ARGS,
+# and, unless DRY_RUN=1, makes or takes OUT_DIR (jobs/lib.sh,
+# check_out_dir): a new directory of its own where OUT_DIR was not set, its
+# record started; else adds this start to the record.
 job_setup() {
-    local job_id=${1//[^A-Za-z0-9._-]/_}
+    local job_id=${1//[^A-Za-z0-9._-]/_} made_here=0
     require_positive GPUS_PER_NODE BATCHSIZE ACCUMULATE EPOCH
     [[ -f $TRAINER ]] || die "TRAINER: no such file: $TRAINER"
     [[ -n $TRAIN || -z $VAL ]] || die "VAL is set but TRAIN is not"
     [[ -z $TRAIN || -n $VAL ]] || die "TRAIN is set but VAL is not"
-    OUT_DIR=${OUT_DIR:-$OUT_ROOT/$(date +%Y%m%d-%H%M%S)-$job_id}
+    if [[ -z ${OUT_DIR:-} ]]; then
+        OUT_DIR=$OUT_ROOT/$(date +%Y%m%d-%H%M%S)-$job_id
+        made_here=1
+    fi
+    [[ $made_here == 0 || ! ( -e $OUT_DIR || -L $OUT_DIR ) ]] ||
+        die "OUT_DIR: $OUT_DIR exists already; a new job makes a new" \
+            "directory (set JOB_ID, or OUT_DIR with RESUME=auto to continue" \
+            "that run)"
+    check_out_dir "$OUT_DIR" "$RESUME"
+    [[ $DRY_RUN == 1 ]] ||
+        make_out_dir "$OUT_DIR" "$OUT_DIR_STATE" \
+            "${SLURM_JOB_ID:-${PBS_JOBID:-$job_id}}"
     if [[ $SMOKE == 1 ]]; then
         DEVICE_MODE=cpu
     else
@@ -210,9 +230,10 @@ mpiexec_options() {
 # OUT_DIR/job.log (a requeued job's segments follow each other there, each
 # after a line naming its start). The console gets it through mpi_quiet.sh,
 # so that a failed job ends with the trainer's one-line error; job.log keeps
-# Open MPI's reports as well.
+# Open MPI's reports as well. Both files are created, never through a link
+# nor over a file the job did not write (jobs/lib.sh).
 launch() {
-    local name command lines=()
+    local name command lines=() log=$OUT_DIR/job.log
     for name in "${EXPORT_VARS[@]}"; do
         [[ -z ${!name} ]] || lines+=("export $name=$(printf '%q' "${!name}")")
     done
@@ -226,11 +247,22 @@ launch() {
     for name in "${EXPORT_VARS[@]}"; do
         if [[ -n ${!name} ]]; then export "${name?}"; fi
     done
-    mkdir -p "$OUT_DIR"
-    printf '%s\n' '#!/usr/bin/env bash' "${lines[@]}" > "$OUT_DIR/launch.sh"
+    write_job_file "$OUT_DIR" launch.sh '#!/usr/bin/env bash' "${lines[@]}"
+    # job.log: created exclusively, or appended to where it is this job's
+    # regular file; opened once, and the open file checked to be it.
+    if [[ -e $log || -L $log ]]; then
+        owned_file "$log" ||
+            die "OUT_DIR: $log is not a regular file of yours; move it away"
+    else
+        (set -o noclobber; : > "$log") 2>/dev/null ||
+            die "OUT_DIR: cannot create $log"
+    fi
+    exec 3>> "$log"
+    [[ ! -L $log && /dev/fd/3 -ef $log ]] ||
+        die "OUT_DIR: $log changed while it was opened"
     echo "$(basename "$0"): output in $OUT_DIR"
     set -o pipefail
     echo "== $(date "+%Y-%m-%d %H:%M:%S") $(basename "$0") starts" \
-         "$(basename "$OUT_DIR") on $(hostname)" >> "$OUT_DIR/job.log"
-    "$@" 2>&1 | tee -a "$OUT_DIR/job.log" | "$JOBS_DIR/mpi_quiet.sh"
+         "$(basename "$OUT_DIR") on $(hostname)" >&3
+    "$@" 3>&- 2>&1 | tee -a /dev/fd/3 | "$JOBS_DIR/mpi_quiet.sh" 3>&-
 }

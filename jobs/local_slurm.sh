@@ -29,8 +29,18 @@
 # (TmpFS must be each node's own: srun's PMIx makes its directories there.)
 set -euo pipefail
 
+die() {
+    echo "$(basename "$0"): error: $*" >&2
+    exit 2
+}
+
 DIR=${LOCAL_SLURM_DIR:-/tmp/local-slurm}
 CTLD_PORT=${LOCAL_SLURM_PORT:-6817}   # slurmd listens on the next port
+# A pattern first: bash arithmetic would evaluate any expression in it.
+if ! [[ $CTLD_PORT =~ ^[1-9][0-9]{0,4}$ ]] || ((CTLD_PORT > 65534)); then
+    die "LOCAL_SLURM_PORT must be a port number (1 to 65534), got" \
+        "'$CTLD_PORT'"
+fi
 export SLURM_CONF=$DIR/slurm.conf
 NODE=$(uname -n)
 NODE=${NODE%%.*}                      # the name slurmd finds for itself
@@ -43,10 +53,6 @@ else
     NODES=("$NODE")
 fi
 
-die() {
-    echo "$(basename "$0"): error: $*" >&2
-    exit 2
-}
 
 alive() {  # PIDFILE: the daemon that wrote it is running
     [[ -s $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null

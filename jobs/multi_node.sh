@@ -13,10 +13,11 @@ set -euo pipefail
 
 HOSTFILE=${HOSTFILE:-}                # hosts, one per line ('#' comments)
 HOSTS=${HOSTS:-}                      # or a comma-separated list of hosts
-JOB_ID=${JOB_ID:-local-$$}            # names the output directory
+JOB_ID=${JOB_ID:-}                    # names the output directory
 
 # shellcheck source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+JOB_ID=${JOB_ID:-$(new_local_id)}
 
 if [[ -n $HOSTFILE ]]; then
     [[ -n $HOSTS ]] && die "set HOSTFILE or HOSTS, not both"
@@ -32,6 +33,10 @@ else
 fi
 NODES=${#hosts[@]}
 ((NODES > 0)) || die "no hosts in ${HOSTFILE:-HOSTS}"
+for host in "${hosts[@]}"; do   # each becomes a line of Open MPI's hostfile
+    [[ $host =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] ||
+        die "${HOSTFILE:-HOSTS}: '$host' is not a host name"
+done
 set_accumulate "$((NODES * GPUS_PER_NODE))"
 job_setup "$JOB_ID"
 
@@ -45,8 +50,7 @@ if [[ $DRY_RUN == 1 ]]; then
     echo "# hostfile $hostfile:"
     printf '#   %s\n' "${hostfile_lines[@]}"
 else
-    mkdir -p "$OUT_DIR"
-    printf '%s\n' "${hostfile_lines[@]}" > "$hostfile"
+    write_job_file "$OUT_DIR" hostfile "${hostfile_lines[@]}"
 fi
 
 rank_command

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # PBS Pro job: the paper's 128 nodes x 8 GPUs (32,768 images per update).
 # Submit from the repository root:
 #
@@ -24,19 +25,30 @@ set -euo pipefail
 # PBS runs a copy of this script; the repository is where qsub was called.
 repo=${PBS_O_WORKDIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 JOBS_DIR=${JOBS_DIR:-$repo/jobs}
-[[ -n ${PBS_NODEFILE:-} ]] || {
-    echo "$(basename "$0"): error: PBS_NODEFILE is not set;" \
-         "submit with qsub" >&2
+[[ -f $JOBS_DIR/lib.sh ]] || {
+    echo "$(basename "$0"): error: JOBS_DIR: no lib.sh in $JOBS_DIR; submit" \
+         "from the repository's root, or set JOBS_DIR" >&2
     exit 2
 }
+# shellcheck source=lib.sh
+source "$JOBS_DIR/lib.sh"
+[[ -n ${PBS_NODEFILE:-} ]] || die "PBS_NODEFILE is not set; submit with qsub"
+[[ -r $PBS_NODEFILE ]] || die "PBS_NODEFILE: cannot read $PBS_NODEFILE"
 # One process per line of the node file: mpiprocs of the first node.
 GPUS_PER_NODE=${GPUS_PER_NODE:-$(grep -c -x -F "$(head -n 1 "$PBS_NODEFILE")" \
                                  "$PBS_NODEFILE")}
-JOB_ID=${PBS_JOBID:-local-$$}
+JOB_ID=${PBS_JOBID:-$(new_local_id)}
 STOP_BEFORE=${STOP_BEFORE:-300}
-# A resubmitted job continues the run of the first (RESUME=auto, OUT_DIR).
+require_positive GPUS_PER_NODE
+require_count STOP_BEFORE
+# A first start makes a new directory; a resubmitted job continues the run
+# of the first (RESUME=auto, OUT_DIR).
 RESUME=${RESUME:-auto}
-OUT_DIR=${OUT_DIR:-${OUT_ROOT:-$repo/result}/$(date +%Y%m%d-%H%M%S)-${JOB_ID//[^A-Za-z0-9._-]/_}}
+if [[ -z ${OUT_DIR:-} ]]; then
+    OUT_DIR=${OUT_ROOT:-$repo/result}/$(date +%Y%m%d-%H%M%S)-${JOB_ID//[^A-Za-z0-9._-]/_}
+    [[ ! -e $OUT_DIR && ! -L $OUT_DIR ]] ||
+        die "OUT_DIR: $OUT_DIR exists already; a new job makes a new directory"
+fi
 export JOBS_DIR GPUS_PER_NODE RESUME OUT_DIR
 
 # The walltime as [[H]H:]MM:SS from qstat; the stop signal STOP_BEFORE

@@ -14,7 +14,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 set_accumulate "$GPUS_PER_NODE"
-job_setup "local-$$"
+job_setup "$(new_local_id)"
 rank_command
 mpiexec_options
 launch "$MPIEXEC" -n "$GPUS_PER_NODE" "${MPIEXEC_OPTIONS[@]}" \

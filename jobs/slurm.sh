@@ -12,7 +12,8 @@
 # total: a run requeued on 64 of its 128 nodes continues with 2
 # micro-batches per GPU (docs/reliability.md, "Elastic resume").
 # srun starts the processes (LAUNCHER=mpiexec: Open MPI's mpiexec on the
-# allocated nodes, through jobs/multi_node.sh). Output in OUT_ROOT/DATE-JOBID.
+# allocated nodes, through jobs/multi_node.sh). Output in OUT_ROOT/DATE-JOBID,
+# a new directory for each job; its requeues continue there.
 # Settings: jobs/common.sh; jobs/README.md.
 #
 # Each process takes a core and its LOADERJOB loaders one each:
@@ -38,22 +39,43 @@ set -euo pipefail
 
 LAUNCHER=${LAUNCHER:-srun}            # srun or mpiexec
 SRUN_ARGS=${SRUN_ARGS---mpi=pmix}    # the MPI plugin your Open MPI wants
-NODES=${NODES:-${SLURM_JOB_NUM_NODES:-128}}
-GPUS_PER_NODE=${GPUS_PER_NODE:-${SLURM_NTASKS_PER_NODE:-8}}
-JOB_ID=${JOB_ID:-${SLURM_JOB_ID:-local-$$}}
 
 # Slurm runs a copy of this script; the repository is where sbatch was called.
 repo=${SLURM_SUBMIT_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 JOBS_DIR=${JOBS_DIR:-$repo/jobs}
+[[ -f $JOBS_DIR/lib.sh ]] || {
+    echo "$(basename "$0"): error: JOBS_DIR: no lib.sh in $JOBS_DIR; submit" \
+         "from the repository's root, or set JOBS_DIR" >&2
+    exit 2
+}
+# shellcheck source=lib.sh
+source "$JOBS_DIR/lib.sh"
+
+NODES=${NODES:-${SLURM_JOB_NUM_NODES:-128}}
+GPUS_PER_NODE=${GPUS_PER_NODE:-${SLURM_NTASKS_PER_NODE:-8}}
+JOB_ID=${JOB_ID:-${SLURM_JOB_ID:-$(new_local_id)}}
+require_positive NODES GPUS_PER_NODE
+[[ -z ${SLURM_RESTART_COUNT:-} ]] || require_count SLURM_RESTART_COUNT
+RESTARTS=${SLURM_RESTART_COUNT:-0}    # Slurm's count of this job's requeues
 export JOBS_DIR GPUS_PER_NODE JOB_ID
 
-# A requeued job continues the run in the directory of its first start.
+# A first start makes a new run directory. A requeued job (a restart count
+# above 0) continues the run of its first start: the directory
+# OUT_ROOT/DATE-JOB_ID whose record names this job id on this cluster
+# (SLURM_CLUSTER_NAME), started before this restart, the newest of several
+# (ids repeat after a controller reset, and on clusters that share a file
+# system).
 RESUME=${RESUME:-auto}
 OUT_ROOT=${OUT_ROOT:-$repo/result}
-if [[ -z ${OUT_DIR:-} ]]; then
-    for dir in "$OUT_ROOT"/*-"${JOB_ID//[^A-Za-z0-9._-]/_}"; do
-        [[ ! -d $dir ]] || OUT_DIR=$dir
-    done
+if [[ -z ${OUT_DIR:-} && -n ${SLURM_JOB_ID:-} ]] && ((RESTARTS > 0)); then
+    find_run_of_job "$OUT_ROOT" "${JOB_ID//[^A-Za-z0-9._-]/_}" \
+        "$SLURM_JOB_ID" "${SLURM_CLUSTER_NAME:-}" "$RESTARTS"
+    if [[ -n $FOUND_DIR ]]; then
+        OUT_DIR=$FOUND_DIR
+    else
+        echo "$(basename "$0"): restart $RESTARTS of job $SLURM_JOB_ID:" \
+             "no run of it in $OUT_ROOT; it starts a new one" >&2
+    fi
 fi
 export RESUME OUT_ROOT
 [[ -z ${OUT_DIR:-} ]] || export OUT_DIR
@@ -81,12 +103,10 @@ if [[ $LAUNCHER == mpiexec ]]; then
     requeue_if_stopped "$status"
 fi
 [[ $LAUNCHER == srun ]] ||
-    { echo "$(basename "$0"): error: LAUNCHER must be srun or mpiexec," \
-           "got '$LAUNCHER'" >&2; exit 2; }
+    die "LAUNCHER must be srun or mpiexec, got '$LAUNCHER'"
 
 # shellcheck source=common.sh
 source "$JOBS_DIR/common.sh"
-require_positive NODES
 set_accumulate "$((NODES * GPUS_PER_NODE))"
 job_setup "$JOB_ID"
 rank_command

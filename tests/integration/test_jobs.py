@@ -161,8 +161,8 @@ def test_single_node_dry_run_is_the_gpu_recipe(tmp_path):
                         ('--allreduce-dtype', 'float16'),
                         ('--out', run.out_dir)):
         assert run.option(run.trainer, flag) == value
-    assert re.fullmatch(re.escape(str(tmp_path)) + r'/\d{8}-\d{6}-local-\d+',
-                        run.out_dir)
+    assert re.fullmatch(re.escape(str(tmp_path)) +
+                        r'/\d{8}-\d{6}-local-[0-9a-f]{12}', run.out_dir)
     for name in ('NCCL_DEBUG', 'OMP_NUM_THREADS',
                  'PRTE_MCA_oob_tcp_keepalive_time'):
         assert name in run.exports
@@ -263,26 +263,407 @@ def test_slurm_dry_run_uses_srun(tmp_path):
     assert run.out_dir.endswith('-78')
 
 
-@pytest.mark.parametrize('script, job', [
-    ('slurm.sh', {'SLURM_JOB_ID': '79', 'SLURM_JOB_NUM_NODES': '1'}),
-    ('pbs.sh', {'PBS_JOBID': '79'})])
-def test_a_requeued_job_resumes_its_first_run(tmp_path, script, job):
+def write_record(directory, job, cluster='', created=1, starts=(0,)):
+    """A job's record, as jobs/lib.sh's make_out_dir writes it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / 'job.record').write_text(
+        '# the job that made this run directory, and each start\n'
+        'job={}\ncluster={}\ncreated={}\n'.format(job, cluster, created) +
+        ''.join('start={} 2026-12-01 00:00:00 slurm.sh n1\n'.format(n)
+                for n in starts))
+
+
+def test_pbs_resubmitted_job_resumes_in_the_directory_it_names(tmp_path):
     nodefile = tmp_path / 'nodefile'
     nodefile.write_text('n1\n' * 8)
-    settings = dict(job, DRY_RUN='1', OUT_ROOT=str(tmp_path),
-                    SLURM_SUBMIT_DIR=REPO, PBS_O_WORKDIR=REPO,
-                    PBS_NODEFILE=str(nodefile))
-    run = DryRun(run_script(script, **settings))
+    settings = dict(DRY_RUN='1', OUT_ROOT=str(tmp_path), PBS_O_WORKDIR=REPO,
+                    PBS_NODEFILE=str(nodefile), PBS_JOBID='79')
+    run = DryRun(run_script('pbs.sh', **settings))
     assert run.option(run.trainer, '--resume') == 'auto'
-    if script == 'slurm.sh':  # the directory of the first start, if any
-        first = tmp_path / '20261201-000000-79'
-        first.mkdir()
-        run = DryRun(run_script(script, **settings))
-        assert run.out_dir == str(first)
-    else:  # a job submitted again names it
-        run = DryRun(run_script(script, OUT_DIR=str(tmp_path / 'first'),
-                                **settings))
-        assert run.out_dir == str(tmp_path / 'first')
+    run = DryRun(run_script('pbs.sh', OUT_DIR=str(tmp_path / 'first'),
+                            **settings))
+    assert run.out_dir == str(tmp_path / 'first')
+
+
+SLURM_JOB = dict(SLURM_JOB_ID='79', SLURM_CLUSTER_NAME='mn1',
+                 SLURM_JOB_NUM_NODES='1', SLURM_SUBMIT_DIR=REPO)
+
+
+@pytest.mark.parametrize('restart', [None, '0'])
+def test_a_first_slurm_start_never_takes_an_earlier_run(tmp_path, restart):
+    # Job 79 of an earlier controller life on this very cluster.
+    earlier = tmp_path / '20261201-000000-79'
+    write_record(earlier, '79', 'mn1')
+    settings = dict(SLURM_JOB, DRY_RUN='1', OUT_ROOT=str(tmp_path))
+    if restart is not None:
+        settings['SLURM_RESTART_COUNT'] = restart
+    run = DryRun(run_script('slurm.sh', **settings))
+    assert run.out_dir != str(earlier) and run.out_dir.endswith('-79')
+    assert run.option(run.trainer, '--resume') == 'auto'
+    assert run.option(run.trainer, '--out') == run.out_dir
+
+
+def test_a_requeued_slurm_job_resumes_only_its_own_run(tmp_path):
+    def requeue(restart, **more):
+        settings = dict(SLURM_JOB, DRY_RUN='1', OUT_ROOT=str(tmp_path),
+                        SLURM_RESTART_COUNT=str(restart))
+        settings.update(more)
+        return run_script('slurm.sh', **settings)
+
+    # Decoys: another cluster's job 79, job 80 in a directory named -79,
+    # a directory without a record, a link to a run, a run whose last
+    # start is this restart's or later.
+    write_record(tmp_path / '20261203-000000-79', '79', 'other', created=9)
+    write_record(tmp_path / '20261204-000000-79', '80', 'mn1', created=9)
+    (tmp_path / '20261205-000000-79').mkdir()
+    write_record(tmp_path / 'elsewhere', '79', 'mn1', created=9)
+    (tmp_path / '20261206-000000-79').symlink_to(tmp_path / 'elsewhere')
+    write_record(tmp_path / '20261207-000000-79', '79', 'mn1', created=1,
+                 starts=(0, 1))
+    proc = requeue(1)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip() == ('slurm.sh: restart 1 of job 79: no run of '
+                                   'it in {}; it starts a new one'.format(
+                                       tmp_path))
+    assert not any(DryRun(proc).out_dir.endswith(name) for name in (
+        '20261203-000000-79', '20261204-000000-79', '20261205-000000-79',
+        '20261206-000000-79', '20261207-000000-79'))
+    # Its own run, and of two (a controller reset), the one made last.
+    write_record(tmp_path / '20261201-000000-79', '79', 'mn1', created=5)
+    assert DryRun(requeue(1)).out_dir == str(tmp_path / '20261201-000000-79')
+    write_record(tmp_path / '20261202-000000-79', '79', 'mn1', created=7)
+    assert DryRun(requeue(2)).out_dir == str(tmp_path / '20261202-000000-79')
+    # The record is data: a crafted one runs nothing and matches nothing.
+    mark = tmp_path / 'ran'
+    (tmp_path / '20261202-000000-79' / 'job.record').write_text(
+        'job=79\ncluster=mn1\ncreated=HOME[$(touch {0})]\n'
+        'start=x[$(touch {0})]\n$(touch {0})\n'.format(mark))
+    assert DryRun(requeue(2)).out_dir == str(tmp_path / '20261201-000000-79')
+    assert not mark.exists()
+
+
+# A launcher and a trainer that only show what they were given: the job
+# scripts' own writes, on CPU, in a second.
+FAKE_LAUNCHER = """#!/usr/bin/env bash
+while (($#)) && [[ $1 != */per_rank.sh ]]; do shift; done
+exec "$@"
+"""
+FAKE_TRAINER = """import sys
+print('trainer: ' + ' '.join(sys.argv[1:]))
+"""
+
+
+def fake_job(tmp_path, script, timeout=60, **settings):
+    """Runs a job script for real with the launchers above (srun and
+    mpiexec) and a trainer that prints its flags."""
+    bin_dir = tmp_path / 'bin'
+    if not bin_dir.exists():
+        bin_dir.mkdir()
+        for name in ('srun', 'mpiexec'):
+            (bin_dir / name).write_text(FAKE_LAUNCHER)
+            (bin_dir / name).chmod(0o755)
+        (bin_dir / 'trainer.py').write_text(FAKE_TRAINER)
+    settings = dict(dict(MPIEXEC=str(bin_dir / 'mpiexec'),
+                         TRAINER=str(bin_dir / 'trainer.py'),
+                         PATH='{}:{}'.format(bin_dir, os.environ['PATH'])),
+                    **settings)
+    return run_script(script, timeout=timeout, **settings)
+
+
+def one_line_error(proc, *words):
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr
+    for word in words:
+        assert word in proc.stderr, proc.stderr
+    assert 'trainer: ' not in proc.stdout      # nothing was launched
+
+
+def test_slurm_requeue_continues_in_the_record_of_its_first_start(tmp_path):
+    out = tmp_path / 'out'
+    settings = dict(SLURM_JOB, OUT_ROOT=str(out))
+    proc = fake_job(tmp_path, 'slurm.sh', **settings)
+    assert proc.returncode == 0, proc.stderr
+    (first,) = out.iterdir()
+    lines = (first / 'job.record').read_text().splitlines()
+    assert lines[1:4] == ['job=79', 'cluster=mn1', lines[3]]
+    assert re.fullmatch(r'created=\d+', lines[3])
+    assert re.fullmatch(r'start=0 \S+ \S+ slurm\.sh \S+', lines[4])
+    assert 'trainer: --demo' in (first / 'job.log').read_text()
+    assert '--out {}'.format(first) in proc.stdout
+    launch = (first / 'launch.sh').read_text()
+    proc = fake_job(tmp_path, 'slurm.sh', SLURM_RESTART_COUNT='1',
+                    **settings)
+    assert proc.returncode == 0, proc.stderr
+    assert list(out.iterdir()) == [first]
+    record = (first / 'job.record').read_text().splitlines()
+    assert record[:5] == lines and record[5].startswith('start=1 ')
+    assert (first / 'job.log').read_text().count(' slurm.sh starts ') == 2
+    assert (first / 'launch.sh').read_text() == launch
+    # A job without Slurm gets an id of its own, never a run of another.
+    local = dict(settings)
+    del local['SLURM_JOB_ID']
+    for _ in range(2):
+        proc = fake_job(tmp_path, 'slurm.sh', **local)
+        assert proc.returncode == 0, proc.stderr
+    assert len(list(out.iterdir())) == 3
+
+
+FIXED_DATE = """#!/usr/bin/env bash
+if [[ $* == +%Y%m%d-%H%M%S ]]; then echo 20261201-000000; exit; fi
+exec /bin/date "$@"
+"""
+
+
+@pytest.mark.parametrize('script,settings', [
+    ('multi_node.sh', {'HOSTS': 'a', 'JOB_ID': '79'}),
+    ('slurm.sh', dict(SLURM_JOB, LAUNCHER='mpiexec', HOSTS='a')),
+    ('slurm.sh', SLURM_JOB),
+    ('pbs.sh', {'PBS_JOBID': '79'}),
+])
+@pytest.mark.parametrize('dry_run', ['0', '1'])
+def test_a_first_start_never_shares_a_directory(tmp_path, script, settings,
+                                                dry_run):
+    # The same job id in the same second: the directory's name exists.
+    nodefile = tmp_path / 'nodefile'
+    nodefile.write_text('n1\n')
+    fake_job(tmp_path, 'single_node.sh', DRY_RUN='1')     # makes bin/
+    (tmp_path / 'bin' / 'date').write_text(FIXED_DATE)
+    (tmp_path / 'bin' / 'date').chmod(0o755)
+    taken = tmp_path / 'out' / '20261201-000000-79'
+    write_record(taken, '79', 'mn1')
+    before = listing(taken)
+    proc = fake_job(tmp_path, script, OUT_ROOT=str(tmp_path / 'out'),
+                    PBS_NODEFILE=str(nodefile), DRY_RUN=dry_run, **settings)
+    one_line_error(proc, 'OUT_DIR: {} exists already'.format(taken))
+    assert listing(taken) == before
+    assert [p.name for p in (tmp_path / 'out').iterdir()] == [taken.name]
+
+
+INJECTION = 'HOME[$(touch {})]'
+
+
+@pytest.mark.parametrize('script,name,settings', [
+    ('single_node.sh', 'GPUS_PER_NODE', {'VIRTUAL_WORKERS': '8'}),
+    ('single_node.sh', 'VIRTUAL_WORKERS', {}),
+    ('single_node.sh', 'BATCHSIZE', {}),
+    ('single_node.sh', 'ACCUMULATE', {}),
+    ('single_node.sh', 'EPOCH', {}),
+    ('single_node.sh', 'ITERATIONS', {}),
+    ('single_node.sh', 'VAL_BATCHSIZE', {}),
+    ('single_node.sh', 'LOADERJOB', {}),
+    ('single_node.sh', 'CROP_SIZE', {}),
+    ('single_node.sh', 'SEED', {}),
+    ('single_node.sh', 'SMOKE', {}),
+    ('single_node.sh', 'DRY_RUN', {}),
+    ('single_node.sh', 'PRTE_MCA_oob_tcp_keepalive_time', {}),
+    ('multi_node.sh', 'GPUS_PER_NODE', {'HOSTS': 'a,b'}),
+    ('slurm.sh', 'NODES', {}),
+    ('slurm.sh', 'GPUS_PER_NODE', {}),
+    ('slurm.sh', 'GPUS_PER_NODE', {'LAUNCHER': 'mpiexec', 'HOSTS': 'a'}),
+    ('slurm.sh', 'SLURM_RESTART_COUNT', {'SLURM_JOB_ID': '5'}),
+    ('pbs.sh', 'STOP_BEFORE', {}),
+    ('pbs.sh', 'GPUS_PER_NODE', {}),
+])
+def test_a_launcher_variable_is_checked_before_arithmetic(
+        tmp_path, script, name, settings):
+    mark = tmp_path / 'ran'
+    nodefile = tmp_path / 'nodefile'
+    nodefile.write_text('n1\n')
+    value = INJECTION.format(mark)
+    settings = dict(settings, OUT_ROOT=str(tmp_path / 'out'),
+                    PBS_NODEFILE=str(nodefile), **{name: value})
+    if name != 'DRY_RUN':
+        settings['DRY_RUN'] = '1'
+    proc = fake_job(tmp_path, script, **settings)
+    one_line_error(proc, '{} must be '.format(name), value)
+    assert not mark.exists() and not (tmp_path / 'out').exists()
+
+
+def test_a_slurm_variable_is_named_by_the_setting_it_feeds(tmp_path):
+    proc = run_script('slurm.sh', DRY_RUN='1', SLURM_NTASKS_PER_NODE='8(x2)',
+                      OUT_ROOT=str(tmp_path))
+    one_line_error(proc, "GPUS_PER_NODE must be a positive integer "
+                         "(1 to 999999999), got '8(x2)'")
+    for value in ('08', '1e3', ' 8', '9' * 10, '-1'):
+        proc = run_script('single_node.sh', DRY_RUN='1', BATCHSIZE=value,
+                          OUT_ROOT=str(tmp_path))
+        one_line_error(proc, 'BATCHSIZE must be a positive integer')
+
+
+def test_local_slurm_port_is_checked_before_arithmetic(tmp_path):
+    mark = tmp_path / 'ran'
+    proc = subprocess.run(
+        [os.path.join(JOBS, 'local_slurm.sh'), 'stop'],
+        env=dict(clean_env(), LOCAL_SLURM_DIR=str(tmp_path / 'slurm'),
+                 LOCAL_SLURM_PORT=INJECTION.format(mark)),
+        capture_output=True, text=True, timeout=30)
+    one_line_error(proc, 'LOCAL_SLURM_PORT must be a port number')
+    assert not mark.exists()
+
+
+@pytest.mark.parametrize('script,settings', [
+    ('single_node.sh', {}),
+    ('multi_node.sh', {'HOSTS': 'a'}),
+    ('slurm.sh', {'LAUNCHER': 'mpiexec', 'HOSTS': 'a'}),
+    ('pbs.sh', {}),
+])
+@pytest.mark.parametrize('dry_run', ['0', '1'])
+def test_a_comma_in_the_output_path_is_refused_in_one_line(
+        tmp_path, script, settings, dry_run):
+    nodefile = tmp_path / 'nodefile'
+    nodefile.write_text('n1\n')
+    root = tmp_path / 'a,b'
+    proc = fake_job(tmp_path, script, OUT_ROOT=str(root), DRY_RUN=dry_run,
+                    PBS_NODEFILE=str(nodefile), **settings)
+    one_line_error(proc, 'OUT_DIR: ', 'has a comma')
+    assert not root.exists()
+    proc = fake_job(tmp_path, script, OUT_DIR=str(root / 'run'),
+                    DRY_RUN=dry_run, PBS_NODEFILE=str(nodefile), **settings)
+    one_line_error(proc, 'has a comma')
+
+
+@pytest.mark.parametrize('script,settings', [
+    ('slurm.sh', {'SLURM_SUBMIT_DIR': '/nonexistent'}),
+    ('pbs.sh', {'PBS_O_WORKDIR': '/nonexistent'})])
+def test_a_job_submitted_from_elsewhere_says_where_to(tmp_path, script,
+                                                      settings):
+    proc = run_script(script, DRY_RUN='1', OUT_ROOT=str(tmp_path),
+                      PBS_NODEFILE='/dev/null', **settings)
+    one_line_error(proc, 'JOBS_DIR: no lib.sh in /nonexistent/jobs')
+
+
+def test_a_bad_host_name_is_refused(tmp_path):
+    proc = run_script('multi_node.sh', DRY_RUN='1', HOSTS='a,b slots=99',
+                      OUT_ROOT=str(tmp_path))
+    one_line_error(proc, "HOSTS: 'b slots=99' is not a host name")
+
+
+def listing(path):
+    return sorted((p.name, p.is_symlink(), p.read_text() if p.is_file()
+                   and not p.is_symlink() else None)
+                  for p in path.iterdir() if p.name != 'bin')
+
+
+def single(tmp_path, out, **settings):
+    return fake_job(tmp_path, 'single_node.sh', OUT_DIR=str(out), **settings)
+
+
+def test_out_dir_new_empty_or_a_run_of_this_project(tmp_path):
+    # New: made, with the job's record; the run's files are created.
+    new = tmp_path / 'new'
+    proc = single(tmp_path, new)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in new.iterdir()) == [
+        'job.log', 'job.record', 'launch.sh']
+    # Empty, or only what a killed trainer leaves.
+    empty = tmp_path / 'empty'
+    empty.mkdir()
+    (empty / '.lock').write_text('')
+    (empty / '.args.json.tmp123').write_text('')
+    assert single(tmp_path, empty).returncode == 0
+    # A run the trainer started by hand (its record, args.json), continued.
+    run = tmp_path / 'run'
+    run.mkdir()
+    (run / 'args.json').write_text('[]')
+    (run / 'log').write_text('[]')
+    proc = single(tmp_path, run)
+    one_line_error(proc, 'OUT_DIR: {} holds a run; continue it with '
+                         'RESUME=auto'.format(run))
+    proc = single(tmp_path, run, RESUME='auto')
+    assert proc.returncode == 0, proc.stderr
+    assert (run / 'job.record').exists() and (run / 'log').read_text() == '[]'
+
+
+@pytest.mark.parametrize('content', ['a user file', 'a folder', 'a file',
+                                     'a link'])
+def test_out_dir_that_is_no_run_is_refused_and_kept(tmp_path, content):
+    out, target = tmp_path / 'out', tmp_path / 'target'
+    target.mkdir()
+    if content == 'a user file':
+        out.mkdir()
+        (out / 'notes.txt').write_text('mine')
+        words = ['holds files that are no run of this project', 'notes.txt']
+    elif content == 'a folder':
+        (out / 'data').mkdir(parents=True)
+        words = ['holds files that are no run of this project']
+    elif content == 'a file':
+        out.write_text('mine')
+        words = ['is not a directory']
+    else:
+        out.symlink_to(target)
+        words = ['is a symbolic link']
+    before = listing(tmp_path)
+    for resume in ('', 'auto'):
+        proc = single(tmp_path, out, RESUME=resume)
+        one_line_error(proc, 'OUT_DIR: ', *words)
+        assert listing(tmp_path) == before
+        assert list(target.iterdir()) == []
+        if out.is_dir() and not out.is_symlink():
+            assert [p.name for p in out.iterdir()] in (['notes.txt'],
+                                                       ['data'])
+
+
+@pytest.mark.parametrize('name', ['launch.sh', 'job.log', 'hostfile'])
+@pytest.mark.parametrize('owner', ['a trainer run', 'a job run'])
+def test_the_job_writes_through_no_link(tmp_path, name, owner):
+    out, victim = tmp_path / 'out', tmp_path / 'victim'
+    out.mkdir()
+    victim.write_text('precious\n')
+    if owner == 'a job run':
+        write_record(out, 'local-1')
+    (out / 'args.json').write_text('[]')
+    (out / name).symlink_to(victim)
+    proc = fake_job(tmp_path, 'multi_node.sh', HOSTS='localhost',
+                    OUT_DIR=str(out), RESUME='auto')
+    one_line_error(proc, 'OUT_DIR: {}'.format(out / name), 'move it away')
+    assert victim.read_text() == 'precious\n'
+    assert (out / name).is_symlink()
+
+
+@pytest.mark.parametrize('name', ['launch.sh', 'job.log', 'hostfile'])
+def test_the_job_writes_over_no_file_of_a_run_it_did_not_make(
+        tmp_path, name):
+    out = tmp_path / 'out'
+    out.mkdir()
+    (out / 'args.json').write_text('[]')
+    (out / name).write_text('the user\'s\n')
+    proc = fake_job(tmp_path, 'multi_node.sh', HOSTS='localhost',
+                    OUT_DIR=str(out), RESUME='auto')
+    one_line_error(proc, 'was not written by a job of these scripts')
+    assert (out / name).read_text() == 'the user\'s\n'
+    assert not (out / 'job.record').exists()
+
+
+def test_a_job_run_is_continued_its_log_appended(tmp_path):
+    out = tmp_path / 'out'
+    proc = fake_job(tmp_path, 'multi_node.sh', HOSTS='localhost',
+                    OUT_DIR=str(out), GPUS_PER_NODE='2')
+    assert proc.returncode == 0, proc.stderr
+    log = (out / 'job.log').read_text()
+    proc = fake_job(tmp_path, 'multi_node.sh', HOSTS='localhost',
+                    OUT_DIR=str(out), GPUS_PER_NODE='3', RESUME='auto')
+    assert proc.returncode == 0, proc.stderr
+    assert (out / 'job.log').read_text().startswith(log)
+    assert (out / 'job.log').read_text().count(' multi_node.sh starts ') == 2
+    assert (out / 'hostfile').read_text() == 'localhost slots=3\n'
+    assert '-n 3 ' in (out / 'launch.sh').read_text()
+    assert sorted(p.name for p in out.iterdir()) == [
+        'hostfile', 'job.log', 'job.record', 'launch.sh']
+    # A log that is no regular file: refused, without blocking on it.
+    (out / 'job.log').unlink()
+    os.mkfifo(str(out / 'job.log'))
+    proc = fake_job(tmp_path, 'multi_node.sh', HOSTS='localhost',
+                    OUT_DIR=str(out), RESUME='auto', timeout=20)
+    one_line_error(proc, 'job.log was not written by a job')
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='chown needs root')
+def test_a_run_another_user_made_is_refused(tmp_path):
+    out = tmp_path / 'out'
+    write_record(out, 'local-1')
+    os.chown(str(out / 'job.record'), 65534, 65534)
+    proc = single(tmp_path, out, RESUME='auto')
+    one_line_error(proc, 'job.record is not a regular file of yours')
 
 
 @pytest.mark.parametrize('script,settings,message', [

@@ -49,9 +49,10 @@ def slurm():
         subprocess.run([LOCAL_SLURM, 'stop'], env=env, timeout=60)
 
 
-def sbatch(env, out, settings):
+def sbatch(env, out, settings, hold=False):
     """Submits jobs/slurm.sh on one node with 2 CPU tasks; returns the job
-    id and the path of its output (what sbatch --output receives)."""
+    id and the path of its output (what sbatch --output receives). With
+    ``hold``, the job waits for ``scontrol release``."""
     exports = ','.join(['ALL', 'SMOKE=1', 'PYTHON=' + sys.executable,
                         'MPIEXEC=' + MPIEXEC, 'OUT_ROOT=' + str(out)] +
                        ['{}={}'.format(k, v) for k, v in settings.items()])
@@ -59,9 +60,34 @@ def sbatch(env, out, settings):
     job_id = subprocess.check_output(
         ['sbatch', '--parsable', '--nodes=1', '--ntasks-per-node=2',
          '--cpus-per-task=1', '--gpus-per-node=0', '--time=10',
-         '--output=' + log, '--open-mode=append', '--export=' + exports,
-         'jobs/slurm.sh'], cwd=REPO, env=env, text=True, timeout=30).strip()
+         '--output=' + log, '--open-mode=append', '--export=' + exports]
+        + ['--hold'] * hold + ['jobs/slurm.sh'], cwd=REPO, env=env,
+        text=True, timeout=30).strip()
     return job_id, log.replace('%j', job_id)
+
+
+def release(env, job_id):
+    subprocess.run(['scontrol', 'release', job_id], env=env, check=True,
+                   timeout=30)
+
+
+def earlier_run(out, name, job_id, cluster, created):
+    """A run directory that an earlier job with this id made (ids repeat
+    after a controller reset, and across clusters sharing a file system).
+    """
+    directory = out / name
+    directory.mkdir()
+    (directory / 'job.record').write_text(
+        'job={}\ncluster={}\ncreated={}\n'
+        'start=0 2020-01-01 00:00:00 slurm.sh n1\n'.format(
+            job_id, cluster, created))
+    (directory / 'args.json').write_text('[]')
+    (directory / 'log').write_text('[]')
+    return directory
+
+
+def contents(directory):
+    return sorted((p.name, p.read_text()) for p in directory.iterdir())
 
 
 def job_fields(env, job_id):
@@ -84,10 +110,13 @@ def wait_until(env, job_id, ready, timeout):
         time.sleep(0.5)
 
 
-def submit(env, out, settings, timeout=240):
+def submit(env, out, settings, timeout=240, before=None):
     """Runs jobs/slurm.sh to its end; returns its state, exit code and
-    output."""
-    job_id, log = sbatch(env, out, settings)
+    output. ``before(job_id)`` runs before the job may start."""
+    job_id, log = sbatch(env, out, settings, hold=before is not None)
+    if before is not None:
+        before(job_id)
+        release(env, job_id)
     fields = wait_until(env, job_id, lambda fields: False, timeout)
     with open(log) as f:
         return fields['JobState'], fields['ExitCode'], f.read()
@@ -100,12 +129,23 @@ def skip_without_pmix(output):
 
 
 def test_smoke_job_trains_under_mpiexec_in_the_allocation(slurm, tmp_path):
+    # A first start makes a new directory, whatever holds its job id.
+    decoys = []
     state, code, output = submit(slurm, tmp_path, dict(
         LAUNCHER='mpiexec', BATCHSIZE=4, VAL_BATCHSIZE=16, LOADERJOB=0,
-        ITERATIONS=2, EXTRA_ARGS='--test'))
+        ITERATIONS=2, EXTRA_ARGS='--test'), before=lambda job_id: (
+            decoys.append(earlier_run(tmp_path, '20200101-000000-' + job_id,
+                                      job_id, 'local', 1))))
     assert (state, code) == ('COMPLETED', '0:0'), output
     assert 'workers: 2' in output
-    (out,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    (decoy,) = decoys
+    assert contents(decoy) == [('args.json', '[]'), ('job.record', (
+        decoy / 'job.record').read_text()), ('log', '[]')]
+    (out,) = [d for d in tmp_path.iterdir() if d.is_dir() and d != decoy]
+    job_id = decoy.name.rsplit('-', 1)[1]
+    record = (out / 'job.record').read_text().splitlines()
+    assert record[1:3] == ['job=' + job_id, 'cluster=local']
+    assert record[4].startswith('start=0 ')
     assert (out / 'hostfile').read_text().split() == [
         os.uname().nodename.split('.')[0], 'slots=2']
     with open(str(out / 'log')) as f:
@@ -130,10 +170,22 @@ def test_a_signalled_job_stops_with_a_snapshot_requeues_and_resumes(
     # What Slurm's --signal=USR1@300 does before the time limit, on demand.
     job_id, log = sbatch(slurm, tmp_path, dict(
         LAUNCHER='srun', BATCHSIZE=4, VAL_BATCHSIZE=16, LOADERJOB=0,
-        ITERATIONS=40, EXTRA_ARGS='--test --width 0.25'))
+        ITERATIONS=40, EXTRA_ARGS='--test --width 0.25'), hold=True)
+    # Runs of earlier jobs with its id: on this cluster before a controller
+    # reset (made before it), on another cluster (made later).
+    decoys = [earlier_run(tmp_path, '20200101-000000-' + job_id, job_id,
+                          'local', 1),
+              earlier_run(tmp_path, '20991231-000000-' + job_id, job_id,
+                          'another', 9999999999)]
+    kept = [contents(d) for d in decoys]
+    release(slurm, job_id)
+
+    def own():
+        return [d for d in tmp_path.iterdir()
+                if d.is_dir() and d not in decoys]
 
     def training(fields):
-        out = [d for d in tmp_path.iterdir() if d.is_dir()]
+        out = own()
         return out and (out[0] / 'log').exists()
     assert wait_until(slurm, job_id, training, 240)['JobState'] == 'RUNNING'
     subprocess.run(['scancel', '--signal=USR1', job_id], env=slurm,
@@ -147,7 +199,11 @@ def test_a_signalled_job_stops_with_a_snapshot_requeues_and_resumes(
     assert fields['Restarts'] == '1', output
     assert 'stopped by SIGUSR1 after iteration' in output
     assert 'requeueing job {}'.format(job_id) in output
-    (out,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    (out,) = own()
+    assert [contents(d) for d in decoys] == kept
+    starts = [line for line in (out / 'job.record').read_text().splitlines()
+              if line.startswith('start=')]
+    assert [line.split()[0] for line in starts] == ['start=0', 'start=1']
     stopped = int(output.split('stopped by SIGUSR1 after iteration ')[1]
                   .split(';')[0])
     assert 0 < stopped < 40
