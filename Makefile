@@ -22,8 +22,8 @@ setup: $(VENV)/.installed
 # chainer 7.8.1 builds from its sdist, whose setup.py needs setuptools<70:
 # older pips read PIP_CONSTRAINT in the build environment, newer ones
 # PIP_BUILD_CONSTRAINT. The C extensions are built at install: a changed
-# source reinstalls. A .pth file then loads chainer_compat before any
-# `import chainer` of the venv (largebatch/chainer_hook.py).
+# source reinstalls. A .pth file then loads largebatch.chainer_compat
+# before any `import chainer` of the venv (largebatch/chainer_hook.py).
 $(VENV)/.installed: setup.py constraints.txt half_precision/_half.c \
 		cpu_engine/_kernels.c image_data/_resample.c largebatch/chainer_hook.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

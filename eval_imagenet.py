@@ -14,8 +14,8 @@ data and device).
 import argparse
 import sys
 
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
-import cuda_stack
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
+from largebatch import cuda_stack
 cuda_stack.preload()  # pip's CUDA libraries, before CuPy loads (docs/gpu.md)
 
 import chainer  # NOQA: E402

@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 
 from largebatch.errors import InputError
 import models

@@ -1,7 +1,8 @@
 from setuptools import Extension, find_packages, setup
 
 # CUDA 12.1's libraries for CuPy 13, at PyTorch 2.3.1's pins, so that torch
-# can join the environment for benchmarks/gpu_step.py; cuda_stack preloads
+# can join the environment for benchmarks/gpu_step.py; largebatch.cuda_stack
+# preloads
 # them (docs/gpu.md).
 CUDA12_LIBRARIES = ['nvidia-cuda-runtime-cu12==12.1.105',
                     'nvidia-cuda-nvrtc-cu12==12.1.105',
@@ -17,8 +18,7 @@ setup(
                 '(Akiba, Suzuki & Fukuda, 2017) with Chainer and ChainerMN',
     python_requires='>=3.9',
     packages=find_packages(exclude=['tests', 'tests.*']),
-    py_modules=['chainer_compat', 'cuda_stack', 'eval_imagenet',
-                'export_onnx', 'train_imagenet'],
+    py_modules=['eval_imagenet', 'export_onnx', 'train_imagenet'],
     package_data={'image_data': ['demo/*/*/*.jpg']},
     # F16C float16 conversions of the mpi_fp16 ring and the CPU engine;
     # optional: without a compiler half_precision.conversion falls back to
@@ -46,8 +46,8 @@ setup(
         # chainer 7.8.1 bundles chainermn; the separate `chainermn`
         # distribution is obsolete and must not be installed.
         'chainer==7.8.1',
-        # 1.x from 1.22 and 2.x: chainer_compat restores what NumPy 2 and
-        # Python 3.12 removed from under Chainer's import.
+        # 1.x from 1.22 and 2.x: largebatch.chainer_compat restores what
+        # NumPy 2 and Python 3.12 removed from under Chainer's import.
         'numpy>=1.22,<3',
         'mpi4py>=3.1',
         'pillow>=9',

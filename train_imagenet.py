@@ -7,8 +7,8 @@ runs the recipe of Akiba, Suzuki & Fukuda (2017), "Extremely Large Minibatch
 SGD: Training ResNet-50 on ImageNet in 15 Minutes". ``train`` and ``val`` are
 list files or class folders; with neither, the embedded demo data set.
 """
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
-import cuda_stack
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
+from largebatch import cuda_stack
 cuda_stack.preload()  # pip's CUDA libraries, before CuPy loads (docs/gpu.md)
 
 import chainer

@@ -26,7 +26,7 @@ all-reduce, whose algorithm is not visible, the row gives the
 import argparse
 import time
 
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 import chainer
 from mpi4py import MPI
 import numpy

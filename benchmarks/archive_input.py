@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 import numpy
 
 from benchmarks.photos import write_photos
@@ -47,7 +47,7 @@ _PROGRAM = '''
 import sys
 import numpy
 sys.path.insert(0, {repo!r})
-import chainer_compat
+from largebatch import chainer_compat
 import image_data
 from image_data import index_file
 from benchmarks import archive_input

@@ -14,7 +14,7 @@ budget offline (time a part leaves unused passes to the next), so that one
     install        150 s  ``make setup-gpu`` (not offline; ``--torch``:
                           also PyTorch 2.3.1, +150 s)
     requirements    10 s  offline only: a line for each package it lacks
-    stack           30 s  ``python -m cuda_stack --allow-no-cudnn``
+    stack           30 s  ``python -m largebatch.cuda_stack --allow-no-cudnn``
     kernels         45 s  tests/gpu/test_kernels_gpu.py: every kernel run
                           once on small float16 and float32 arrays against
                           the CPU path
@@ -103,7 +103,7 @@ REQUIREMENTS = [
 PROBE = """
 import importlib, sys
 sys.path.insert(0, '.')
-import chainer_compat
+from largebatch import chainer_compat
 for module, what, fix in {requirements!r}:
     try:
         importlib.import_module(module)
@@ -204,8 +204,9 @@ def check(venv, with_torch, figures_path, out, python=None):
         if not ok:
             return report
     deadline += STACK_SECONDS
-    stack_ok, output = run_part('stack', [python, '-m', 'cuda_stack',
-                                          '--allow-no-cudnn'], deadline)
+    stack_ok, output = run_part(
+        'stack', [python, '-m', 'largebatch.cuda_stack', '--allow-no-cudnn'],
+        deadline)
     report['stack'] = output.strip().splitlines()[-1] if output else None
     for name, seconds, argv, figures in parts:
         if not stack_ok and name != 'tests':

@@ -35,8 +35,8 @@ import os
 import sys
 import time
 
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
-import cuda_stack
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
+from largebatch import cuda_stack
 cuda_stack.preload()  # before chainer: pip's CUDA libraries (docs/gpu.md)
 
 import chainer  # NOQA: E402

@@ -29,7 +29,7 @@ import multiprocessing
 import tempfile
 import time
 
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 import numpy
 from PIL import Image
 

@@ -19,7 +19,7 @@ import statistics
 import tempfile
 import time
 
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 import numpy
 
 from benchmarks.photos import write_photos

@@ -17,7 +17,7 @@ alternating, and the ratio of the medians. Run it with
 import argparse
 import time
 
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 import chainer
 import numpy
 

@@ -45,7 +45,7 @@ import os
 import tempfile
 import time
 
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 import chainer
 import chainer.links as L
 import numpy

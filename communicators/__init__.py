@@ -6,7 +6,7 @@ ChainerMN's communicator classes), so a trainer can start its loaders'
 forkserver first; the communicator classes are imported from their own
 modules.
 """
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 from communicators.factory import abilities  # NOQA
 from communicators.factory import Abilities  # NOQA
 from communicators.factory import create_communicator  # NOQA

@@ -1,6 +1,6 @@
 """Trainer extensions: evaluation, throughput, the schedules' extension, BN
 statistics, reports and TensorBoard events."""
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 from extensions.evaluator import DistributedEvaluator  # NOQA
 from extensions.final_batch_statistics import SyncFinalBatchStatistics  # NOQA
 from extensions.hyperparameter_schedule import add_schedules  # NOQA

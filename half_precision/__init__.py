@@ -7,4 +7,4 @@ where built), per-parameter power-of-two scaling
 Importing the package loads none of them: a GPU run never loads the F16C
 extension, and nothing here imports CuPy before a kernel is launched.
 """
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)

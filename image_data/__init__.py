@@ -1,5 +1,5 @@
 """Input pipeline: ImageNet layouts, transforms and the training iterator."""
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 from largebatch.errors import InputError  # NOQA
 from image_data.global_order_iterator import GlobalOrderIterator  # NOQA
 from image_data.broadcast import broadcast_index  # NOQA

@@ -22,7 +22,7 @@ import zipfile
 
 import numpy
 
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 from image_data import image_list
 from image_data.decoding import load_square
 from image_data.transforms import resize_for

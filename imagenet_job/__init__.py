@@ -2,5 +2,5 @@
 communicator and the device, claims the output directory, resumes, watches
 for stop signals and stalled workers, writes rank 0's files and ends the job
 with its line and exit status."""
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 from imagenet_job.job import Job  # NOQA

@@ -8,7 +8,7 @@ import argparse
 import math
 import re
 
-import cuda_stack
+from largebatch import cuda_stack
 from largebatch import errors
 import image_data
 from image_data import demo

@@ -7,7 +7,7 @@ import socket
 import chainer
 
 import communicators
-import cuda_stack
+from largebatch import cuda_stack
 from imagenet_job.agreement import agree
 from imagenet_job.agreement import gathered
 from imagenet_job.agreement import JobInputError

@@ -1,4 +1,7 @@
 """What every package of this project shares: its errors and exit statuses
 (:mod:`largebatch.errors`), what a launcher tells a process
-(:mod:`largebatch.launchers`) and whether a process runs
-(:mod:`largebatch.processes`). It loads neither Chainer nor NumPy."""
+(:mod:`largebatch.launchers`), whether a process runs
+(:mod:`largebatch.processes`), what Chainer 7.8.1 needs on NumPy 2
+(:mod:`largebatch.chainer_compat`, loaded by :mod:`largebatch.chainer_hook`)
+and pip's CUDA libraries (:mod:`largebatch.cuda_stack`). The package
+itself loads nothing: each module is imported by name."""

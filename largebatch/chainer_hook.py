@@ -25,7 +25,7 @@ class _BeforeChainer(object):
     def find_spec(self, name, path=None, target=None):
         if name == 'chainer':
             sys.meta_path.remove(self)
-            import chainer_compat  # NOQA: F401
+            from largebatch import chainer_compat  # NOQA: F401
         return None
 
 

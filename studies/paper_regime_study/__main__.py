@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 from studies import paper_regime_study
 from studies.paper_regime_study.regime import FULL
 from studies.paper_regime_study.regime import QUICK

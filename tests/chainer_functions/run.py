@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [REPO, HERE]
 
-import chainer_compat  # NOQA: E402,F401  (before chainer: NumPy 2)
+from largebatch import chainer_compat  # NOQA: E402,F401 (before chainer)
 
 TAG = 'v7.8.1'
 ARCHIVE = 'https://github.com/chainer/chainer/archive/refs/tags/{}.tar.gz'

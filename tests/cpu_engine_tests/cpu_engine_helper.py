@@ -99,7 +99,8 @@ KERNELS = ['native', 'numpy']
 
 def assert_prints_ok(code):
     """Runs Python ``code`` in a fresh process; it must print just 'ok'."""
-    code = 'import chainer_compat\n' + code  # before chainer, on NumPy 2
+    # before chainer, on NumPy 2
+    code = 'import largebatch.chainer_compat\n' + code
     out = subprocess.run([sys.executable, '-c', code], cwd=REPO,
                          capture_output=True, text=True, timeout=60,
                          env=dict(os.environ, PYTHONPATH=REPO))

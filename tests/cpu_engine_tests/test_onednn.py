@@ -82,7 +82,7 @@ def test_activations_stay_channel_major_where_onednn_lacks_avx512():
     whose 1x1 convolutions of channels-last memory are reference code: the
     engine's default layout is then channel-major."""
     code = '\n'.join([
-        'import chainer_compat',
+        'import largebatch.chainer_compat',
         'import numpy',
         'import cpu_engine',
         'from cpu_engine import channels_last, onednn',

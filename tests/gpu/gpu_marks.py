@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-import cuda_stack
+from largebatch import cuda_stack
 from largebatch.errors import InputError
 
 

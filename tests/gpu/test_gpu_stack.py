@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-import cuda_stack
+from largebatch import cuda_stack
 import gpu_marks
 
 cupy = pytest.importorskip('cupy', reason='CuPy is not installed (the gpu '

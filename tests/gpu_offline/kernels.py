@@ -4,7 +4,7 @@ with their NVRTC options and kernel names."""
 import importlib
 
 ELEMENTWISE = (
-    ('cuda_stack', 'CHECK_KERNEL'),
+    ('largebatch.cuda_stack', 'CHECK_KERNEL'),
     ('models.final_batch_normalization', 'KEEP_KERNEL'),
     ('optimizers.rmsprop_warmup', 'RMSPROP_WARMUP_KERNEL'),
     ('optimizers.weight_decay', 'WEIGHT_DECAY_KERNEL'),
@@ -21,7 +21,7 @@ GPU_MODULES = ('half_precision.segmented',
                'models.final_batch_normalization',
                'optimizers.rmsprop_warmup', 'optimizers.weight_decay',
                'optimizers.lars', 'updaters.micro_batch_updater',
-               'cuda_stack')
+               'largebatch.cuda_stack')
 #: The architectures the docs name: P100, V100, A100, H100.
 ARCHITECTURES = (60, 70, 80, 90)
 

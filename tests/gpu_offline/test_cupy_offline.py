@@ -20,7 +20,7 @@ import pytest
 
 from conftest import REPO
 import communicators
-import cuda_stack
+from largebatch import cuda_stack
 import kernels
 from host_kernels import elementwise_source
 
@@ -253,7 +253,7 @@ class NoNccl(importlib.abc.MetaPathFinder):
             raise ImportError('libnccl.so.2: cannot open shared object file: '
                               'No such file or directory')
 sys.meta_path.insert(0, NoNccl())
-import cuda_stack
+from largebatch import cuda_stack
 from cupy.cuda import nccl
 print(nccl.available)
 print(cuda_stack._library_error(cuda_stack._nccl_error()))
@@ -278,8 +278,8 @@ def test_a_missing_nccl_is_found_although_cupy_hides_it():
 #: cuda_stack preloads it, CuPy 14 through cuda-pathfinder, which here finds
 #: none.
 WITHOUT_NVRTC = """
-import chainer_compat
-import cuda_stack
+from largebatch import chainer_compat
+from largebatch import cuda_stack
 try:
     from cuda import pathfinder
 except ImportError:  # CuPy 13

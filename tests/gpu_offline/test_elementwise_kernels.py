@@ -8,7 +8,7 @@ import subprocess
 import numpy
 import pytest
 
-import cuda_stack
+from largebatch import cuda_stack
 import kernels
 from host_kernels import HostElementwise
 from models.final_batch_normalization import FinalBatchNormalization

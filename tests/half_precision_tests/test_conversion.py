@@ -214,7 +214,7 @@ def test_portable_loops_bit_exact():
     env['PYTHONPATH'] = REPO + os.pathsep + env.get('PYTHONPATH', '')
     check = subprocess.run(
         [sys.executable, '-c',
-         'import chainer_compat; from half_precision import _half; '
+         'import largebatch.chainer_compat; from half_precision import _half; '
          'assert not _half.uses_f16c'],
         cwd=REPO, env=env)
     assert check.returncode == 0

@@ -114,7 +114,7 @@ def test_without_simplejpeg_the_transform_decodes_with_pillow(photos):
     script = (
         "import sys\n"
         "sys.modules['simplejpeg'] = None  # import simplejpeg fails\n"
-        "import chainer_compat, numpy, image_data\n"
+        "import largebatch.chainer_compat, numpy, image_data\n"
         "mean = image_data.load_mean(None, 256)\n"
         "auto = image_data.TrainTransform(224, mean)\n"
         "pillow = image_data.TrainTransform(224, mean, decoder='pillow')\n"

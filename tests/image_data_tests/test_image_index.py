@@ -127,10 +127,11 @@ def test_empty_index():
 
 def test_exit_without_cleanup_leaves_no_segment():
     code = '\n'.join([
-        'import chainer_compat',
+        'import largebatch.chainer_compat',
         'import multiprocessing, pickle',
         # the forkserver's children import Chainer: chainer_compat first
-        'multiprocessing.set_forkserver_preload(["chainer_compat"])',
+        'multiprocessing.set_forkserver_preload('
+        '["largebatch.chainer_compat"])',
         'from image_data.image_index import ImageIndex',
         'index = ImageIndex("/r", [("a.jpg", 1)] * 1000)',
         'ctx = multiprocessing.get_context("forkserver")',

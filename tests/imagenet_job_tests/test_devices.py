@@ -49,7 +49,7 @@ class Workers(object):
 
 def checking(monkeypatch, cause=None, cudnn_off=False):
     """``cuda_stack.check`` that fails here with ``cause``; the calls."""
-    import cuda_stack
+    from largebatch import cuda_stack
     calls = []
 
     def check(allow_no_cudnn, need_nccl, intra_rank, requested):

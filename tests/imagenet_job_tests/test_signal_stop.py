@@ -43,7 +43,7 @@ def test_a_signal_stops_after_the_update(monkeypatch):
 
 def test_a_second_signal_ends_the_process():
     code = ('import os, signal, time\n'
-            'import chainer_compat\n'
+            'import largebatch.chainer_compat\n'
             'from imagenet_job import signal_stop\n'
             'stop = signal_stop.SignalStop(None)\n'
             'os.kill(os.getpid(), signal.SIGTERM)\n'
@@ -63,7 +63,7 @@ def test_a_second_signal_ends_the_process():
 
 def test_a_second_signal_after_the_workers_agreed_is_ignored():
     code = ('import os, signal, time\n'
-            'import chainer_compat\n'
+            'import largebatch.chainer_compat\n'
             'from imagenet_job import signal_stop\n'
             'from test_signal_stop import OneWorker, Trainer\n'
             'stop = signal_stop.SignalStop(OneWorker())\n'

@@ -196,7 +196,7 @@ def test_a_single_process_leaves_nothing_behind(tmp_path):
 _GPU_STACK_RUNNER = '''
 import os
 import sys
-import cuda_stack
+from largebatch import cuda_stack
 import train_imagenet
 
 def check(allow_no_cudnn=False, need_nccl=True, intra_rank=0,

@@ -20,14 +20,14 @@ def fresh(code, tmp_path):
 
 def test_import_chainer_alone_loads_the_shim_first(tmp_path):
     assert fresh('import sys; import chainer; import chainer.functions; '
-                 'print("chainer_compat" in sys.modules)', tmp_path) == [
-                     'True']
+                 'print("largebatch.chainer_compat" in sys.modules)',
+                 tmp_path) == ['True']
 
 
 def test_the_hook_loads_nothing_until_chainer_is_imported(tmp_path):
     assert fresh('import sys; print(sorted(m for m in sys.modules if m in '
-                 '("numpy", "chainer", "chainer_compat")))', tmp_path) == [
-                     '[]']
+                 '("numpy", "chainer", "largebatch.chainer_compat")))',
+                 tmp_path) == ['[]']
 
 
 def test_the_pth_file_installs_the_hook(tmp_path):

@@ -2,7 +2,7 @@
 
 Prints ``ok <check>`` for each check that passed on this rank.
 """
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 import chainer
 import chainermn
 import numpy

@@ -13,7 +13,7 @@ import os
 import runpy
 import sys
 
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 import chainermn
 import numpy
 

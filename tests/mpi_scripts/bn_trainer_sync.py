@@ -8,7 +8,7 @@ Prints ``ok <check>`` for each check that passed on this rank.
 import os
 import sys
 
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 import chainer
 import chainer.links as L
 from chainer import training

@@ -3,7 +3,7 @@ contract (fp16_contract.py), ChainerMN's API, the factory.
 
 Prints ``ok <check>`` for each check that passed on this rank.
 """
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 import chainer
 import chainermn
 from chainermn.communicators.naive_communicator import NaiveCommunicator

@@ -8,7 +8,7 @@ this rank; ``CHECKS`` lists them.
 """
 import functools
 
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 import chainer
 import chainermn
 import numpy

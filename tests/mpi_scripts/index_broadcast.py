@@ -15,7 +15,7 @@ import multiprocessing
 import os
 import sys
 
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 
 
 def pair_transform(example, rng):

@@ -8,7 +8,7 @@ Usage: mpi_start.py ctypes|fallback
 import sys
 import types
 
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 
 from communicators import mpi_start
 from communicators import start_mpi

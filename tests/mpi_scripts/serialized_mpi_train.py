@@ -6,7 +6,7 @@ Usage: serialized_mpi_train.py TRAIN_IMAGENET_ARGUMENTS...
 """
 import sys
 
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 import mpi4py
 
 mpi4py.rc.initialize = False  # as communicators.start_mpi imports it

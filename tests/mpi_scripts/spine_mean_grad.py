@@ -1,7 +1,7 @@
 """All-reduced mean gradient on N workers vs. one process on the union."""
 import sys
 
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 import chainer
 import chainer.links as L
 import chainermn

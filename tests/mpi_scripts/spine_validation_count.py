@@ -1,7 +1,7 @@
 """The distributed evaluator counts each validation image exactly once."""
 import sys
 
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 import chainer
 import chainermn
 import numpy

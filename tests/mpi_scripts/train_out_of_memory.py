@@ -10,7 +10,7 @@ import os
 import runpy
 import sys
 
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 
 import address_space
 from imagenet_job import devices

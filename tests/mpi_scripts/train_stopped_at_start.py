@@ -11,7 +11,7 @@ import runpy
 import signal
 import sys
 
-import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 
 import image_data
 from imagenet_job import devices

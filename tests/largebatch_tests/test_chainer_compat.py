@@ -8,7 +8,7 @@ import textwrap
 import numpy
 import pytest
 
-import chainer_compat
+from largebatch import chainer_compat
 
 NUMPY_2 = int(numpy.__version__.split('.')[0]) >= 2
 
@@ -44,7 +44,7 @@ def test_chainer_imports_and_runs_without_all_three():
         sys.meta_path.insert(0, Gone())
         if 'sctypes' in vars(numpy):
             del numpy.sctypes
-        import chainer_compat
+        from largebatch import chainer_compat
         print(sorted(chainer_compat.RESTORED))
         import chainer
         import chainer.functions as F

@@ -2,8 +2,11 @@
 
 Every entry point imports this module before ``chainer``::
 
-    import chainer_compat  # NOQA: F401  (before chainer: NumPy 2, Python 3.12)
+    from largebatch import chainer_compat  # NOQA: F401 (before chainer)
     import chainer
+
+and in the project's venv an import hook does it for any ``import chainer``
+(:mod:`largebatch.chainer_hook`).
 
 It puts back three names, each only where it is missing, so on the releases
 Chainer was written for (NumPy < 1.24, Python <= 3.11, setuptools < 82) it

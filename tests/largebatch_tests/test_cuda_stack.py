@@ -12,7 +12,7 @@ import numpy
 import pytest
 
 from conftest import REPO
-import cuda_stack
+from largebatch import cuda_stack
 from largebatch.errors import InputError
 
 INSTALL = "pip install -e '.[gpu]'"

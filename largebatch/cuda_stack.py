@@ -6,19 +6,19 @@ without a word. :func:`preload` loads the libraries of the ``nvidia-*``
 wheels (the ``gpu`` extra) into the process first; :func:`check` turns a
 stack that cannot train on a GPU into one line. A trainer calls them as::
 
-    import cuda_stack
+    from largebatch import cuda_stack
     cuda_stack.preload()            # before chainer (and cupy) is imported
 
     import chainer
     ...
-    if on_gpu:                      # job.check_gpu_stack: on every worker
+    if on_gpu:          # imagenet_job.devices.check_gpu_stack: every worker
         cuda_stack.check(allow_no_cudnn, need_nccl, intra_rank)
         gpu = cuda_stack.device_for(intra_rank, cuda_stack.visible_gpus())
         if rank == 0:
             print(cuda_stack.stack_line(gpu))
 
-``python -m cuda_stack [--allow-no-cudnn]`` runs the check and prints the
-line of GPU 0. See
+``python -m largebatch.cuda_stack [--allow-no-cudnn]`` runs the check and
+prints the line of GPU 0. See
 docs/gpu.md for the two stacks (the ``gpu`` extra: CuPy 13 with cuDNN; the
 ``gpu-cuda13`` extra: CuPy 14, which has no cuDNN) and the system-CUDA
 alternative.
@@ -33,7 +33,7 @@ import re
 import socket
 import sys
 
-import chainer_compat
+from largebatch import chainer_compat
 from largebatch.errors import InputError
 
 INSTALL = "pip install -e '.[gpu]'"  # CuPy 13, CUDA 12, cuDNN 8.9, NCCL
