@@ -52,7 +52,8 @@ def test_every_elementwise_kernel_is_built_with_the_options():
                            check=True).stdout.split()
     unchecked = []
     for path in files:
-        if not path.startswith('tests/') and path != 'cuda_stack.py':
+        if not path.startswith('tests/') and \
+                path != 'largebatch/cuda_stack.py':
             with open(os.path.join(REPO, path)) as f:
                 if UNCHECKED_ELEMENTWISE.search(f.read()):
                     unchecked.append(path)

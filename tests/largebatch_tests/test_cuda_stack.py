@@ -245,8 +245,9 @@ def test_an_error_without_a_library_keeps_its_type():
 def test_module_run_prints_one_line_and_exits_2_without_cupy():
     if importlib.util.find_spec('cupy') is not None:
         pytest.skip('CuPy is installed here')
-    proc = subprocess.run([sys.executable, '-m', 'cuda_stack'], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, '-m', 'largebatch.cuda_stack'],
+                          cwd=REPO, capture_output=True, text=True,
+                          timeout=60)
     assert proc.returncode == 2 and proc.stdout == ''
     assert proc.stderr.startswith('cuda_stack: CuPy is not installed')
     assert proc.stderr.count('\n') == 1
