@@ -113,7 +113,7 @@ def read_image(path, limit=MAX_IMAGE_BYTES):
                 path))
         if status.st_size > limit:
             raise _too_large(path, status.st_size, limit)
-        return f.read(limit + 1)
+        return f.read(status.st_size)
 
 
 def _too_large(path, size, limit):
