@@ -14,7 +14,9 @@ into ImageNet's official archives by
     archive   the same of ``(archive member, label)`` from ``train.index``
 
 It prints, for each, the file opens and system calls per image (``strace
--f -c`` of a process that loads the images, less one that loads none) and
+-f -c`` of a process that loads one image more than ``--images``, less one
+that loads one: the first image's one-time work, such as Pillow's plug-in
+imports and the archive's one open, is left out) and
 the images/s per core (process CPU time, one thread; rounds alternate the
 order, each in a process of its own, as a loader runs); then the indexer's
 rate, in tar headers/s, on an official-layout training archive of
@@ -159,11 +161,11 @@ def main(argv=None):
               'crop of 256; decoder {}'.format(
                   len(examples('archive', index, folders)),
                   transform().decoder))
-        print('per image (strace -f -c, {} images less 0):'.format(
+        print('per image (strace -f -c, {} + 1 images less 1):'.format(
             args.images))
         for form in ('files', 'archive'):
             counts = [syscalls(form, index, folders, n)
-                      for n in (args.images, 0)]
+                      for n in (args.images + 1, 1)]
             if counts[0] is None:
                 print('  {:<8} strace is not installed'.format(form))
                 continue
