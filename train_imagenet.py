@@ -5,7 +5,8 @@
 
 runs the recipe of Akiba, Suzuki & Fukuda (2017), "Extremely Large Minibatch
 SGD: Training ResNet-50 on ImageNet in 15 Minutes". ``train`` and ``val`` are
-list files or class folders; with neither, the embedded demo data set.
+the indexes of ImageNet's archives (``python -m image_data.archives``), list
+files or class folders; with neither, the embedded demo data set.
 """
 from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 from largebatch import cuda_stack

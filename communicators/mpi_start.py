@@ -3,11 +3,12 @@
 mpi4py starts MPI (``MPI_Init_thread``) while it is imported, holding the
 interpreter's lock, and MPI's start-up waits for every worker: a worker
 stopped before it keeps the others there with no Python thread able to run,
-so no deadline (:func:`extensions.start_deadline`) could end the job. Here
-mpi4py is imported without starting MPI, ``MPI_Init_thread`` is called
-through ctypes (which releases the lock during the call), and what mpi4py's
-own start-up adds is done after it: errors raise (``MPI_ERRORS_RETURN`` on
-the predefined communicators) and MPI is finalized at exit.
+so no deadline (:func:`imagenet_job.stall_watchdog.start_deadline`) could
+end the job. Here mpi4py is imported without starting MPI,
+``MPI_Init_thread`` is called through ctypes (which releases the lock during
+the call), and what mpi4py's own start-up adds is done after it: errors
+raise (``MPI_ERRORS_RETURN`` on the predefined communicators) and MPI is
+finalized at exit.
 
 MPI is asked for ``MPI_THREAD_MULTIPLE``, but a library may give less (an
 MPICH built to serialize threads): :func:`check_thread_level` says so in one

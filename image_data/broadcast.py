@@ -16,7 +16,7 @@ from image_data.image_list import read_datasets
 from largebatch.errors import InputError
 
 
-def broadcast_index(comm, read, root=0):
+def broadcast_index(mpi_comm, read, root=0):
     """Run ``read()`` on rank ``root`` alone; return its result on all ranks.
 
     ``read`` returns a tuple; its :class:`ImageIndex` items are sent with
@@ -25,11 +25,11 @@ def broadcast_index(comm, read, root=0):
     same message, so that bad input ends the whole job with one line.
 
     Args:
-        comm: a ChainerMN communicator or an mpi4py communicator.
+        mpi_comm: an mpi4py communicator (a ChainerMN communicator's
+            ``mpi_comm``).
         read: a callable without arguments, run on rank ``root`` only.
         root: the reading rank.
     """
-    mpi_comm = getattr(comm, 'mpi_comm', comm)
     result, error = None, None
     if mpi_comm.rank == root:
         try:
@@ -61,7 +61,7 @@ def broadcast_index(comm, read, root=0):
     return tuple(items)
 
 
-def load_datasets(comm, train, val, root='.', n_class=None, side=None):
+def load_datasets(mpi_comm, train, val, root='.', n_class=None, side=None):
     """``(train, val, n_class)``: from ``.npz`` files of decoded images
     (:mod:`image_data.in_memory`, ``side`` pixels; every rank reads its own
     copy, one file read), else :func:`load_index` of list files, class
@@ -71,7 +71,7 @@ def load_datasets(comm, train, val, root='.', n_class=None, side=None):
         # ``python -m image_data.in_memory`` runs as __main__
         from image_data import in_memory
         return in_memory.read_datasets(train, val, side, n_class)
-    return load_index(comm, train, val, root, n_class)
+    return load_index(mpi_comm, train, val, root, n_class)
 
 
 def class_count_source(train, n_class=None):
@@ -86,14 +86,14 @@ def class_count_source(train, n_class=None):
     return 'the class names, or the largest label + 1'
 
 
-def load_index(comm, train, val, root='.', n_class=None):
+def load_index(mpi_comm, train, val, root='.', n_class=None):
     """``(train_index, val_index, n_class)``, read and checked on rank 0.
 
-    Arguments after ``comm`` are those of
+    Arguments after ``mpi_comm`` are those of
     :func:`image_data.image_list.read_datasets`.
     """
     return broadcast_index(
-        comm, functools.partial(read_datasets, train, val, root, n_class))
+        mpi_comm, functools.partial(read_datasets, train, val, root, n_class))
 
 
 class _Layout(tuple):

@@ -1,8 +1,8 @@
 """A training set's fingerprint: its size and a hash of what it holds.
 
-A snapshot records it (``snapshots.RunConfiguration``), so that a run is not
-continued on another training set without a word: the global sample order
-and the epoch counter depend on the set.
+A snapshot records it (``imagenet_job.snapshots.RunConfiguration``), so
+that a run is not continued on another training set without a word: the
+global sample order and the epoch counter depend on the set.
 """
 import hashlib
 

@@ -155,7 +155,8 @@ class Job(object):
                      'the total of {}'.format(args.accumulate,
                                               self._snapshot.path))
         train, val, n_class = image_data.load_datasets(
-            comm, args.train, args.val, args.root, args.n_class, args.resize)
+            comm.mpi_comm, args.train, args.val, args.root, args.n_class,
+            args.resize)
         total_batchsize = args.batchsize * args.accumulate * comm.size
         if total_batchsize > len(train):
             raise InputError(

@@ -235,8 +235,9 @@ def test_chainermn_nccl_communicators_pack_as_this_cupy_allows(name):
 
 
 def test_cupys_out_of_memory_is_a_memory_error():
-    """``job.ending_the_job`` and eval_imagenet.py catch MemoryError, so that
-    a GPU out of memory ends with one line as a CPU one does."""
+    """``imagenet_job.endings.ending_the_job`` and eval_imagenet.py catch
+    MemoryError, so that a GPU out of memory ends with one line as a CPU one
+    does."""
     assert issubclass(cupy.cuda.memory.OutOfMemoryError, MemoryError)
     error = cupy.cuda.memory.OutOfMemoryError(1 << 30, 79 << 30)
     assert str(error).startswith('Out of memory allocating 1,073,741,824 '

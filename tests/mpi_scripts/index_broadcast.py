@@ -64,7 +64,7 @@ def main():
     comm = chainermn.create_communicator('naive')
     with ending_the_job(out=None):
         train, val, n_class = agree(
-            comm, image_data.load_index, comm, *sys.argv[2:])
+            comm, image_data.load_index, comm.mpi_comm, *sys.argv[2:])
     n_calls = len(calls)
     args = (train, 1, pair_transform, comm.rank, comm.size)
     pooled = image_data.GlobalOrderIterator(*args, n_processes=1)
