@@ -13,10 +13,10 @@ into ImageNet's official archives by
               flip, mean) of ``(path, label)`` from the class folders
     archive   the same of ``(archive member, label)`` from ``train.index``
 
-It prints, for each, the file opens and system calls per image (``strace
--f -c`` of a process that loads one image more than ``--images``, less one
-that loads one: the first image's one-time work, such as Pillow's plug-in
-imports and the archive's one open, is left out) and
+It prints, for each, the opens of data files and all system calls per image
+(``strace -f`` of a process that loads one image more than ``--images``,
+less one that loads one: the first image's one-time work, such as Pillow's
+plug-in imports and the archive's one open, is left out) and
 the images/s per core (process CPU time, one thread; rounds alternate the
 order, each in a process of its own, as a loader runs); then the indexer's
 rate, in tar headers/s, on an official-layout training archive of
@@ -100,22 +100,22 @@ def make_data(folder, photos, per_class=100, classes=10):
 
 
 def syscalls(form, index, folders, count):
-    """``(opens, all calls)`` of a process that loads ``count`` images:
-    strace's summary, or None without strace."""
+    """``(opens of the data, all calls)`` of a process that loads ``count``
+    images, from its ``strace -f`` trace; None without strace. The data
+    are the files under the folder that holds ``index`` and ``folders``."""
     if not shutil.which('strace'):
         return None
     program = _PROGRAM.format(repo=os.getcwd(), form=form, index=index,
                               folders=folders, count=count)
-    with tempfile.NamedTemporaryFile('r') as summary:
-        subprocess.run(['strace', '-f', '-c', '-o', summary.name,
+    data = os.path.commonpath([index, folders])
+    with tempfile.NamedTemporaryFile('r') as trace:
+        subprocess.run(['strace', '-f', '-qq', '-o', trace.name,
                         sys.executable, '-c', program], check=True,
                        env=dict(os.environ, OMP_NUM_THREADS='1'))
-        text = summary.read()
-    opens = sum(int(m.group(1)) for m in re.finditer(
-        r'^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?open(?:at)?$', text,
-        re.M))
-    total = re.search(r'^\s*100\.00\s+[\d.]+\s+\d+\s+(\d+)', text, re.M)
-    return opens, int(total.group(1))
+        calls = [line for line in trace if re.match(r'\d+ +\w+\(', line)]
+    opens = [line for line in calls if re.match(
+        r'\d+ +open(?:at)?\(.*"{}/'.format(re.escape(data)), line)]
+    return len(opens), len(calls)
 
 
 def rate(form, index, folders, count):
@@ -161,9 +161,10 @@ def main(argv=None):
               'crop of 256; decoder {}'.format(
                   len(examples('archive', index, folders)),
                   transform().decoder))
-        print('per image (strace -f -c, {} + 1 images less 1):'.format(
+        print('per image (strace -f, {} + 1 images less 1):'.format(
             args.images))
         for form in ('files', 'archive'):
+            syscalls(form, index, folders, 1)  # Python's caches written
             counts = [syscalls(form, index, folders, n)
                       for n in (args.images + 1, 1)]
             if counts[0] is None:
