@@ -90,10 +90,18 @@ def contents(directory):
     return sorted((p.name, p.read_text()) for p in directory.iterdir())
 
 
-def job_fields(env, job_id):
-    return dict(f.split('=', 1) for f in subprocess.check_output(
-        ['scontrol', '--oneliner', 'show', 'job', job_id], env=env,
-        text=True, timeout=30).split() if '=' in f)
+def job_fields(env, job_id, tries=5):
+    """The job's fields; a controller that does not answer (it times out
+    under load) is asked again, a second apart."""
+    for attempt in range(tries):
+        proc = subprocess.run(
+            ['scontrol', '--oneliner', 'show', 'job', job_id], env=env,
+            capture_output=True, text=True, timeout=30)
+        if proc.returncode == 0 or attempt == tries - 1:
+            break
+        time.sleep(1)
+    assert proc.returncode == 0, proc.stderr
+    return dict(f.split('=', 1) for f in proc.stdout.split() if '=' in f)
 
 
 def wait_until(env, job_id, ready, timeout):
