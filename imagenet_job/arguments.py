@@ -127,8 +127,8 @@ def build_parser():
         help='also write the log\'s scalars as TensorBoard events to '
         'OUT/tensorboard (tensorboardX, the tensorboard extra)')
     add('--stall-timeout', type=float, default=600, metavar='SECONDS',
-        help='end the job (exit 5) when a worker is silent, or in one '
-        'update, this long; 0: never (default: %(default)s)')
+        help='end the job (exit 5) when a worker is silent, or makes no '
+        'progress in any phase, this long; 0: never (default: %(default)s)')
     add_recipe_arguments(parser)
     return parser
 

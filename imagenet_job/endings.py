@@ -23,7 +23,8 @@
   advice, and aborts the job with status 1.
 - Anything else: the traceback, then an abort with status 1, so that no
   worker is left blocked in a collective.
-- A worker frozen (SIGSTOP, a frozen node) or hung in one update: the stall
+- A worker frozen (SIGSTOP, a frozen node), hung, or blocked in a read in
+  any phase, or one that cannot stop on a signal: the stall
   watchdog (:mod:`imagenet_job.stall_watchdog`, from just after the
   communicator is made to the worker's end; before it, the start's
   deadline) ends the job with one line and status 5.
