@@ -13,6 +13,7 @@ import sys
 
 from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 
+from largebatch import console
 from largebatch.errors import InputError
 import models
 from models.onnx_export import to_onnx
@@ -23,6 +24,7 @@ def main(argv=None):
     parser.add_argument('model', help='model.npz or a snapshot')
     parser.add_argument('out', help='the .onnx file to write')
     args = parser.parse_args(argv)
+    console.print_any_text()
     try:
         import onnx
     except ImportError:

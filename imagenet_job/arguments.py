@@ -160,6 +160,15 @@ def parse(argv=None):
     return args
 
 
+def flag_names():
+    """The name of each flag by its attribute, as errors name it: ``lr`` ->
+    ``--lr``, ``val_batchsize`` -> ``--val-batchsize``; the positional
+    ``train`` and ``val`` as themselves."""
+    return {action.dest: '--' + action.dest.replace('_', '-')
+            if action.option_strings else action.dest
+            for action in build_parser()._actions}
+
+
 def recipe_of(args, epochs=schedules.REFERENCE_EPOCHS):
     """The :class:`optimizers.recipes.Recipe` of ``--recipe`` with every
     recipe flag given (:func:`add_recipe_arguments`) applied; raises

@@ -1,5 +1,8 @@
 """How a failure on one worker or on all of them ends the MPI job.
 
+- A worker's environment that MPI cannot start with
+  (:mod:`imagenet_job.environment`): that worker prints its one line and
+  exits 2, before MPI starts.
 - Bad input found while starting (:mod:`imagenet_job.agreement`): every
   worker raises the same :class:`JobInputError`; rank 0 prints its one line
   and every worker exits 2.
@@ -49,6 +52,7 @@ import communicators
 from image_data.decoding import UndecodableImageError
 from imagenet_job import run_directory
 from imagenet_job.agreement import JobInputError
+from imagenet_job.environment import BadEnvironment
 from largebatch.errors import DIVERGED_STATUS
 from largebatch.errors import InputError
 from largebatch.errors import LoaderDiedError
@@ -79,6 +83,9 @@ def ending_the_job(out, out_of_memory_advice=None, loader_advice=None):
     and the dead loader's lines end with."""
     try:
         yield
+    except BadEnvironment as e:  # before MPI starts: this worker says it
+        _error(e)
+        sys.exit(2)
     except JobInputError as e:
         if _world().rank == 0:
             _error(e)

@@ -5,9 +5,11 @@
         job.run(trainer)
 
 :meth:`Job.start` checks the flags, readies the process, starts MPI (within
-the start's deadline), creates the communicator and the device and starts
-the signal stop and the stall watchdog; its block turns every failure into
-the job's one line and exit status (:mod:`imagenet_job.endings`). Bad input
+the start's deadline), creates the communicator, starts the signal stop and
+the stall watchdog, checks that every worker has rank 0's flags and files
+(:mod:`imagenet_job.flag_agreement`) and creates the device; its block
+turns every failure into the job's one line and exit status
+(:mod:`imagenet_job.endings`). Bad input
 every worker meets is agreed on inside the job's methods
 (:mod:`imagenet_job.agreement`); rank 0 alone claims ``--out`` and writes
 the run's files.
@@ -25,6 +27,7 @@ from imagenet_job import arguments
 from imagenet_job import closing_line
 from imagenet_job import devices
 from imagenet_job import endings
+from imagenet_job import flag_agreement
 from imagenet_job import process_setup
 from imagenet_job import resume
 from imagenet_job import run_directory
@@ -90,6 +93,7 @@ class Job(object):
             self._stop = signal_stop.SignalStop(self.comm)
             self._watchdog = stall_watchdog.start_watchdog(
                 self.comm, args.stall_timeout, self._stop)
+        flag_agreement.agree_on_settings(self.comm, args)
         self.writes = self.comm.rank == 0
         self.device = devices.create_device(
             self.comm, gpu_flag, args.device, args.cudnn_autotune,
