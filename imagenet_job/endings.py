@@ -145,15 +145,29 @@ def _release_local_resources():
 def training(out):
     """What the training loop raises, as the job's endings: an
     undecodable image as bad input, a full disk at a log or a plot as a
-    snapshot's own :class:`run_directory.NoSpace`."""
+    snapshot's own :class:`run_directory.NoSpace`, any other refused write
+    in ``out`` (read-only, permissions, an I/O error) as one line naming the
+    file."""
     try:
         yield
     except UndecodableImageError as e:
         raise InputError(
             '{}; fix or remove it, or pass --skip-bad-images'.format(e))
     except OSError as e:
-        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise run_directory.NoSpace(
+                e.filename or out, run_directory.free_bytes(out),
+                note='the snapshots written before it are intact') from None
+        if not _inside(e.filename, out):
             raise
-        raise run_directory.NoSpace(
-            e.filename or out, run_directory.free_bytes(out),
-            note='the snapshots written before it are intact') from None
+        raise InputError('{}: cannot be written ({}); the snapshots written '
+                         'before it are intact'.format(
+                             e.filename, e.strerror or e)) from None
+
+
+def _inside(path, folder):
+    """Whether ``path`` (a str, or None) lies in ``folder``."""
+    if not isinstance(path, str):
+        return False
+    folder = os.path.abspath(folder)
+    return os.path.commonpath([os.path.abspath(path), folder]) == folder
