@@ -78,6 +78,19 @@ def test_predict_names_the_top_5_classes(trained):
     assert len(re.findall(r'\d_[a-z_]+ [0-9.]+%', line)) == 5
 
 
+def test_predict_on_a_fifo_or_a_device_ends_in_one_line(trained, tmp_path):
+    """A FIFO that no process writes (or /dev/zero) among --predict's images
+    is never opened for a blocking read: one line naming it, exit 2."""
+    out, _ = trained
+    fifo = str(tmp_path / 'image.JPEG')
+    os.mkfifo(fifo)
+    for path in (fifo, '/dev/zero'):
+        proc = evaluate(os.path.join(out, 'model.npz'), '--predict', path)
+        assert proc.returncode == 2, proc.stderr
+        assert re.fullmatch(r'eval_imagenet.py: error: .*{}: not a regular '
+                            r'file.*\n'.format(re.escape(path)), proc.stderr)
+
+
 @pytest.mark.parametrize('content, message', [
     (b'{"not": "a model"}', 'not a model.npz or snapshot (not an .npz'),
 ])
