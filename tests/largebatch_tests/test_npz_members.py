@@ -307,3 +307,18 @@ def test_a_model_weight_of_another_shape_is_refused_from_its_header(
     assert str(e.value) == (
         '{}: fc/W has shape (4, 256), the ResNet50 holds (3, 256)'.format(
             path))
+
+
+def test_initmodel_with_non_finite_weights_is_refused(tmp_path):
+    """--initmodel's reader: a diverged model is named at the start, not as
+    a diverged gradient later."""
+    import models
+    with zipfile.ZipFile(model_with(tmp_path, {})) as archive:
+        bias = numpy.lib.format.read_array(archive.open('fc/b.npy'))
+    bias[1] = numpy.inf
+    path = model_with(tmp_path, {'fc/b': npy_bytes(bias)})
+    with pytest.raises(InputError) as e:
+        models.saved_model.initialize(models.ResNet50(3, width=0.125), path)
+    assert str(e.value) == (
+        '{}: its fc/b holds values that are not finite (NaN or inf); the '
+        'model diverged or is damaged'.format(path))
