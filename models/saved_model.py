@@ -193,19 +193,44 @@ def _check_preprocessing(metadata, path):
                              path, mean.shape, resize, resize))
 
 
-def _build(metadata, path):
+def _check_arch(metadata, path):
     if metadata.get('arch') not in ARCHS:
         raise InputError('{}: architecture {!r}, this code builds {}'.format(
             path, metadata.get('arch'), ', '.join(sorted(ARCHS))))
+
+
+def _build(metadata, path):
+    _check_arch(metadata, path)
     with chainer.using_config('dtype', numpy.float32):
         return ARCHS[metadata['arch']](int(metadata['n_class']),
                                        width=float(metadata['width']))
 
 
-def _network(archive, path, metadata, prefix=''):
+def _network(archive, path, metadata):
+    _check_arch(metadata, path)
+    _check_counts(archive, path, metadata, '')
     network = _build(metadata, path)
-    _deserialize(network, archive, path, prefix)
+    _deserialize(network, archive, path, '')
     return network
+
+
+def _check_counts(archive, path, metadata, prefix):
+    """InputError unless the first and last layers (``prefix``: their
+    network's in the file) have the width and class count the metadata
+    gives: the network is built from those counts before its arrays are
+    read, so the file cannot ask for more memory than its arrays take."""
+    width, n_class = float(metadata['width']), int(metadata['n_class'])
+    for key, rows in (('conv1/W', max(1, int(round(64 * width)))),
+                      ('fc/W', n_class)):
+        if prefix + key not in archive:
+            raise InputError('{}: holds no {}, not a {} it describes'.format(
+                path, prefix + key, metadata['arch']))
+        shape = archive.header(prefix + key).shape
+        if shape[:1] != (rows,):
+            raise InputError(
+                '{}: its {} has shape {}, its width {:g} and {} classes '
+                'need {} rows'.format(path, prefix + key, shape, width,
+                                      n_class, rows))
 
 
 def _deserialize(link, archive, path, prefix):
@@ -237,7 +262,10 @@ def _from_snapshot(archive, path):
         return archive[name].item() if name in archive.files else default
     metadata = {'arch': config('arch'), 'width': config('width'),
                 'n_class': config('n_class')}
-    _build(metadata, path)  # a known architecture, before the full model
+    _check_arch(metadata, path)
+    _check_counts(archive, path, metadata, _SNAPSHOT_MODEL + (
+        'predictor/network/' if config('dtype') == 'mixed16'
+        else 'predictor/'))
     trained = build_classifier(ClassifierSpec(
         int(metadata['n_class']), metadata['arch'], float(metadata['width']),
         config('bn_stats'), config('bn_variance', 'mean'),

@@ -300,13 +300,12 @@ def test_a_model_weight_of_another_shape_is_refused_from_its_header(
         models.saved_model.load(path)
     assert str(e.value).startswith(
         '{}: fc/W declares shape (3, 1099511627776) of float32'.format(path))
-    path = model_with(tmp_path, {'fc/W': npy_bytes(numpy.zeros(
-        (4, 256), numpy.float32))})
+    path = model_with(tmp_path, {'fc/b': npy_bytes(numpy.zeros(
+        4, numpy.float32))})
     with pytest.raises(InputError) as e:
         models.saved_model.load(path)
     assert str(e.value) == (
-        '{}: fc/W has shape (4, 256), the ResNet50 holds (3, 256)'.format(
-            path))
+        '{}: fc/b has shape (4,), the ResNet50 holds (3,)'.format(path))
 
 
 def test_initmodel_with_non_finite_weights_is_refused(tmp_path):
@@ -322,3 +321,25 @@ def test_initmodel_with_non_finite_weights_is_refused(tmp_path):
     assert str(e.value) == (
         '{}: its fc/b holds values that are not finite (NaN or inf); the '
         'model diverged or is damaged'.format(path))
+
+
+def test_a_model_whose_metadata_asks_for_a_huge_network_is_refused(
+        tmp_path):
+    """The network is built from the metadata's counts: they must be those
+    of its arrays, so that a 3-class file cannot ask for 10**9 classes."""
+    import models
+    path = model_with(tmp_path, {'metadata/n_class': npy_bytes(
+        numpy.array(10 ** 9))})
+    growth, line = peak_megabytes(
+        'models.saved_model.load({!r})'.format(path))
+    assert line == ('InputError {}: its fc/W has shape (3, 256), its width '
+                    '0.125 and 1000000000 classes need 1000000000 rows'
+                    .format(path))
+    assert growth < 32
+    path = model_with(tmp_path, {'metadata/width': npy_bytes(
+        numpy.array(1000.))})
+    with pytest.raises(InputError) as e:
+        models.saved_model.load(path)
+    assert str(e.value) == (
+        '{}: its conv1/W has shape (8, 3, 7, 7), its width 1000 and 3 '
+        'classes need 64000 rows'.format(path))
