@@ -23,6 +23,7 @@ from image_data.decoding import load_rgb
 from image_data.decoding import load_square
 from image_data.decoding import MAX_IMAGE_BYTES
 from image_data.decoding import UndecodableImageError
+from largebatch import npz_members
 from largebatch.errors import InputError
 from largebatch.errors import ParameterError
 
@@ -56,17 +57,20 @@ def load_mean(path, resize):
         raise InputError('{}: not a .npy array ({})'.format(path, (
             'empty' if not magic else 'an .npz archive'
             if magic.startswith(b'PK') else 'no .npy header')))
-    try:
-        mean = numpy.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise InputError('{}: not a .npy array ({})'.format(path, e))
-    if mean.dtype.kind not in 'biuf':
-        raise InputError('{}: expected numbers, got a {} array'.format(
-            path, mean.dtype))
-    if mean.size == 0:
-        raise InputError('{}: an empty array of shape {}; expected (3,) or '
-                         '(3, {}, {})'.format(path, mean.shape, resize,
-                                              resize))
+    with npz_members.NpyFile(path) as npy:  # its header, before its values
+        shape, dtype = npy.header.shape, npy.header.dtype
+        if dtype.kind not in 'biuf':
+            raise InputError('{}: expected numbers, got a {} array'.format(
+                path, dtype))
+        if 0 in shape:
+            raise InputError('{}: an empty array of shape {}; expected (3,) '
+                             'or (3, {}, {})'.format(path, shape, resize,
+                                                     resize))
+        if shape not in ((3,), (3, resize, resize)):
+            raise InputError(
+                '{}: shape {} is neither (3,) nor (3, {}, {}) (the resized '
+                'image side)'.format(path, shape, resize, resize))
+        mean = npy.read()
     if not numpy.isfinite(mean.astype(numpy.float32)).all():
         raise InputError('{}: holds values that are not finite in float32, '
                          'as the transforms use them'.format(path))
@@ -74,11 +78,6 @@ def load_mean(path, resize):
         raise InputError('{}: holds values outside 0..255 (from {:g} to '
                          '{:g}); expected a mean of 8-bit pixels'.format(
                              path, mean.min(), mean.max()))
-    if mean.shape not in ((3,), (3, resize, resize)):
-        raise InputError(
-            '{}: shape {} is neither (3,) nor (3, {}, {}) (the resized '
-            'image side)'.format(
-                path, mean.shape, resize, resize))
     return mean.astype(numpy.float32)
 
 

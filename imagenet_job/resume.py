@@ -1,12 +1,15 @@
 """The snapshot a run resumes from: found, verified and loaded from one
 reading of its file.
 
-Each worker opens the snapshot once: :meth:`Snapshot.read` reads every
-member whole (zipfile checks each member's CRC as it reads it), so that a
-torn or damaged file is skipped or refused before the run starts; the run
+Each worker reads the snapshot's file once: :meth:`Snapshot.read` checks
+every member's .npy header against the bytes its zip entry holds, then
+reads every member through (zipfile checks each one's CRC), so that a torn
+or damaged file is skipped or refused before the run starts; the run
 configuration it records and, once the trainer is built, the trainer's
-state come from those bytes. They stay in memory until the load (about the
-file's size: 280 MB for ResNet-50 with RMSprop warm-up's state).
+state come from those bytes, each value's header checked against what the
+trainer holds before its payload is read. The file's bytes stay in memory
+until the load (280 MB for ResNet-50 with RMSprop warm-up's state); a
+member is decompressed only when it is loaded.
 """
 import io
 import os
@@ -19,6 +22,7 @@ from chainer.serializers import npz
 import numpy
 
 from imagenet_job import snapshot_files
+from largebatch import npz_members
 from largebatch.errors import InputError
 
 #: The run configuration's counts, which the split of the total reads.
@@ -26,46 +30,45 @@ COUNT_KEYS = ('workers', 'accumulate', 'batchsize', 'n_class')
 
 
 class Snapshot(object):
-    """A snapshot file read whole: its arrays by name, as NumPy's ``NpzFile``
-    gives them, never unpickled.
+    """A snapshot file read once, its members' headers checked
+    (:class:`largebatch.npz_members.NpzFile`) and their CRCs verified; its
+    arrays by name, as NumPy's ``NpzFile`` gives them, never unpickled.
 
     Attributes:
         path (str): the file.
     """
 
-    def __init__(self, path, members):
+    def __init__(self, path, archive):
         self.path = path
-        self._members = members
+        self._archive = archive
 
     @classmethod
     def read(cls, path):
-        """The snapshot at ``path``; None where it is damaged or torn."""
+        """The snapshot at ``path``; None where it is damaged or torn.
+        :class:`InputError` for a member whose header does not describe
+        the bytes it holds."""
         try:
-            with open(path, 'rb') as f, zipfile.ZipFile(f) as archive:
-                members = {info.filename: archive.read(info)
-                           for info in archive.infolist()}
+            with open(path, 'rb') as f:
+                archive = npz_members.NpzFile(path, io.BytesIO(f.read()))
+            archive.verify()
         except (zipfile.BadZipFile, OSError, EOFError, zlib.error):
             return None
-        return cls(path, members)
-
-    def _member(self, name):
-        return self._members.get(name + '.npy', self._members.get(name))
+        return cls(path, archive)
 
     def __contains__(self, name):
-        return self._member(name) is not None
+        return name in self._archive
 
     def __getitem__(self, name):
-        """The array ``name``; ValueError for an object array."""
-        member = self._member(name)
-        if member is None:
-            raise KeyError(name)
-        return numpy.lib.format.read_array(io.BytesIO(member),
-                                           allow_pickle=False)
+        """The array ``name``, read from the file's bytes."""
+        return self._archive[name]
+
+    def header(self, name):
+        """The .npy header of ``name``, read before its payload."""
+        return self._archive.header(name)
 
     @property
     def files(self):
-        return [name[:-4] if name.endswith('.npy') else name
-                for name in self._members]
+        return self._archive.files
 
     def configuration(self, name='run_configuration'):
         """The :class:`~imagenet_job.snapshots.RunConfiguration` values
@@ -222,12 +225,10 @@ class DataDeserializer(npz.NpzDeserializer):
         name = self.path + key.lstrip('/')
         if name not in self.npz:  # a KeyError, as Chainer's: callers that
             raise KeyError(name)  # know older snapshots catch it
-        try:
-            data = self.npz[name]
-        except ValueError:  # an object array: pickled Python objects
-            raise InputError('{}: {} holds Python objects, which are never '
-                             'loaded'.format(self.source, name)) from None
-        _check_value(self.source, name, data, value)
+        _check_value(self.source, name, self.npz.header(name), value)
+        data = self.npz[name]
+        if isinstance(value, (bool, int, float)):
+            _check_number(self.source, name, data.item(), value)
         if value is None:
             return data
         if isinstance(value, numpy.ndarray):
@@ -239,33 +240,37 @@ class DataDeserializer(npz.NpzDeserializer):
         return type(value)(data)
 
 
-def _check_value(source, name, data, value):
-    """:class:`InputError` unless ``data`` (from the archive) can take the
-    place of the trainer's ``value``."""
+def _check_value(source, name, header, value):
+    """:class:`InputError` unless the array that ``header`` describes (read
+    before its payload) can take the place of the trainer's ``value``."""
     def refuse(what):
         raise InputError('{}: {} {}; the snapshot is not one this trainer '
                          'wrote'.format(source, name, what))
-    if data.dtype.kind not in 'biufUS':
-        refuse('is of dtype {}'.format(data.dtype))
     if value is None:
         return
     if hasattr(value, 'shape') and hasattr(value, 'dtype'):
-        if data.shape != value.shape:
+        if header.shape != value.shape:
             refuse('has shape {}, the trainer holds {}'.format(
-                data.shape, value.shape))
-        if data.dtype.kind != value.dtype.kind and not (
-                data.dtype.kind in 'biu' and value.dtype.kind in 'biuf'):
+                header.shape, value.shape))
+        if header.dtype.kind != value.dtype.kind and not (
+                header.dtype.kind in 'biu' and value.dtype.kind in 'biuf'):
             refuse('is of dtype {}, the trainer holds {}'.format(
-                data.dtype, value.dtype))
-        return
-    if isinstance(value, (bool, int, float)):
-        if data.shape != () or data.dtype.kind not in 'biuf':
-            refuse('is {} of {}, expected a number'.format(
-                data.shape, data.dtype))
-        number = data.item()
-        if isinstance(value, int) and not isinstance(value, bool) and (
-                number != int(number) or number < 0):
-            refuse('is {}, expected a count (an integer, 0 or more)'.format(
-                number))
-        if isinstance(value, float) and not numpy.isfinite(number):
-            refuse('is {}, expected a finite number'.format(number))
+                header.dtype, value.dtype))
+    elif isinstance(value, (bool, int, float)) and (
+            header.shape != () or header.dtype.kind not in 'biuf'):
+        refuse('is {} of {}, expected a number'.format(
+            header.shape, header.dtype))
+
+
+def _check_number(source, name, number, value):
+    """:class:`InputError` unless ``number`` can take the place of the
+    trainer's count or rate ``value``."""
+    def refuse(what):
+        raise InputError('{}: {} is {}, expected {}; the snapshot is not one '
+                         'this trainer wrote'.format(source, name, number,
+                                                     what))
+    if isinstance(value, int) and not isinstance(value, bool) and (
+            number != int(number) or number < 0):
+        refuse('a count (an integer, 0 or more)')
+    if isinstance(value, float) and not numpy.isfinite(number):
+        refuse('a finite number')

@@ -15,11 +15,13 @@ import functools
 import json
 import os
 import zipfile
+import zlib
 
 import chainer
 from chainer.serializers import npz
 import numpy
 
+from largebatch import npz_members
 from largebatch.errors import InputError
 from models import chainer_layers
 from models import chainer_resnet50
@@ -39,6 +41,9 @@ PREPROCESSING = ('RGB, the shorter side resized to `resize` (bilinear) and '
                  'square, (pixel - mean) / 255 in float32, CHW')
 _SNAPSHOT_MODEL = 'updater/model:main/'
 _SNAPSHOT_CONFIG = 'extensions/run_configuration/'
+#: The most bytes one member of a model's metadata may hold (class names,
+#: a per-pixel mean).
+METADATA_BYTES = 64 << 20
 
 
 class ModelFile(object):
@@ -92,46 +97,55 @@ def load(path):
         raise InputError('{}: not a model.npz or snapshot (not an .npz '
                          'archive)'.format(path))
     try:
-        archive = numpy.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as e:
-        raise InputError('{}: not a model.npz or snapshot ({})'.format(
-            path, e))
-    try:
-        return _load(archive, path)
+        with npz_members.NpzFile(path) as archive:
+            network, metadata = _load(archive, path)
     except InputError:
         raise
     except (KeyError, TypeError, ValueError, OSError, EOFError,
-            zipfile.BadZipFile) as e:  # a member damaged or of another kind
+            zipfile.BadZipFile, zlib.error, IndexError) as e:  # damaged
         text = str(e.args[0] if isinstance(e, KeyError) and e.args else e)
         raise InputError('{}: a damaged model or one this code did not write '
                          '({}: {})'.format(path, type(e).__name__,
                                            text.splitlines()[0] if text
                                            else '')) from None
+    _check_finite(network, path)
+    return network, metadata
+
+
+def _check_finite(network, path):
+    """InputError naming the first array of ``network`` that holds NaN or
+    inf: a model that diverged, which would train or score as noise."""
+    arrays = npz.DictionarySerializer()
+    arrays.save(network)
+    for name, value in arrays.target.items():
+        if value.dtype.kind == 'f' and not numpy.isfinite(value).all():
+            raise InputError('{}: its {} holds values that are not finite '
+                             '(NaN or inf); the model diverged or is damaged'
+                             .format(path, name))
 
 
 def _load(archive, path):
-    with archive:
-        keys = set(archive.files)
-        if METADATA + 'format' in keys:
-            metadata = _read_metadata(archive, path)
-            return _network(archive, path, metadata), metadata
-        if _SNAPSHOT_CONFIG + 'arch' in keys:
-            return _from_snapshot(archive, path)
-        if {'res2/a/conv1/W', 'fc6/W'} <= keys:  # ResNet50Layers'
-            metadata = {'arch': 'resnet50', 'width': 1.0,
-                        'n_class': archive['fc6/W'].shape[0]}
-            network = _build(metadata, path)
-            try:
-                chainer_resnet50.from_chainer_arrays(archive, network)
-            except (KeyError, ValueError) as e:
-                raise InputError('{}: not a ResNet50Layers model ({})'.format(
-                    path, e))
-            return network, metadata
-        if {'conv1/W', 'fc/W'} <= keys:  # written before the metadata
-            metadata = {'arch': 'resnet50',
-                        'width': archive['conv1/W'].shape[0] / 64.,
-                        'n_class': archive['fc/W'].shape[0]}
-            return _network(archive, path, metadata), metadata
+    keys = set(archive.files)
+    if METADATA + 'format' in keys:
+        metadata = _read_metadata(archive, path)
+        return _network(archive, path, metadata), metadata
+    if _SNAPSHOT_CONFIG + 'arch' in keys:
+        return _from_snapshot(archive, path)
+    if {'res2/a/conv1/W', 'fc6/W'} <= keys:  # ResNet50Layers'
+        metadata = {'arch': 'resnet50', 'width': 1.0,
+                    'n_class': archive.header('fc6/W').shape[0]}
+        network = _build(metadata, path)
+        try:
+            chainer_resnet50.from_chainer_arrays(archive, network)
+        except (KeyError, ValueError) as e:
+            raise InputError('{}: not a ResNet50Layers model ({})'.format(
+                path, e))
+        return network, metadata
+    if {'conv1/W', 'fc/W'} <= keys:  # written before the metadata
+        metadata = {'arch': 'resnet50',
+                    'width': archive.header('conv1/W').shape[0] / 64.,
+                    'n_class': archive.header('fc/W').shape[0]}
+        return _network(archive, path, metadata), metadata
     raise InputError('{}: not a model.npz or snapshot this trainer wrote'
                      .format(path))
 
@@ -140,6 +154,11 @@ def _read_metadata(archive, path):
     metadata = {}
     for key in archive.files:
         if key.startswith(METADATA):
+            if archive.header(key).nbytes > METADATA_BYTES:
+                raise InputError('{}: {} holds {} bytes, above the {} of '
+                                 'a model\'s metadata'.format(
+                                     path, key, archive.header(key).nbytes,
+                                     METADATA_BYTES))
             value = archive[key]
             metadata[key[len(METADATA):]] = (
                 value.tolist() if value.ndim or value.dtype.kind in 'US'
@@ -174,41 +193,62 @@ def _check_preprocessing(metadata, path):
                              path, mean.shape, resize, resize))
 
 
-def _build(metadata, path):
+def _check_arch(metadata, path):
     if metadata.get('arch') not in ARCHS:
         raise InputError('{}: architecture {!r}, this code builds {}'.format(
             path, metadata.get('arch'), ', '.join(sorted(ARCHS))))
+
+
+def _build(metadata, path):
+    _check_arch(metadata, path)
     with chainer.using_config('dtype', numpy.float32):
         return ARCHS[metadata['arch']](int(metadata['n_class']),
                                        width=float(metadata['width']))
 
 
-def _network(archive, path, metadata, prefix=''):
+def _network(archive, path, metadata):
+    _check_arch(metadata, path)
+    _check_counts(archive, path, metadata, '')
     network = _build(metadata, path)
-    _deserialize(network, archive, path, prefix)
+    _deserialize(network, archive, path, '')
     return network
 
 
-#: The .npy header reader of each format version NumPy's savez writes.
-_HEADER_READERS = {(1, 0): numpy.lib.format.read_array_header_1_0,
-                   (2, 0): numpy.lib.format.read_array_header_2_0}
+def _check_counts(archive, path, metadata, prefix):
+    """InputError unless the first and last layers (``prefix``: their
+    network's in the file) have the width and class count the metadata
+    gives: the network is built from those counts before its arrays are
+    read, so the file cannot ask for more memory than its arrays take."""
+    width, n_class = float(metadata['width']), int(metadata['n_class'])
+    for key, rows in (('conv1/W', max(1, int(round(64 * width)))),
+                      ('fc/W', n_class)):
+        if prefix + key not in archive:
+            raise InputError('{}: holds no {}, not a {} it describes'.format(
+                path, prefix + key, metadata['arch']))
+        shape = archive.header(prefix + key).shape
+        if shape[:1] != (rows,):
+            raise InputError(
+                '{}: its {} has shape {}, its width {:g} and {} classes '
+                'need {} rows'.format(path, prefix + key, shape, width,
+                                      n_class, rows))
 
 
 def _deserialize(link, archive, path, prefix):
+    """Load ``link`` from ``archive``, every array's header checked before
+    any payload is read: Chainer's loader would broadcast another shape."""
     arrays = npz.DictionarySerializer()  # each array, named as in the file
     arrays.save(link)
-    members = set(archive.zip.namelist())
     for name, value in arrays.target.items():
         key = prefix + name
-        if key + '.npy' in members:
-            with archive.zip.open(key + '.npy') as member:
-                header = _HEADER_READERS.get(
-                    numpy.lib.format.read_magic(member))
-                shape = header(member)[0] if header else value.shape
-            if shape != value.shape:  # Chainer's loader would broadcast it
+        if key in archive:
+            header = archive.header(key)
+            if header.shape != value.shape:
                 raise InputError('{}: {} has shape {}, the {} holds {}'
-                                 .format(path, key, shape,
+                                 .format(path, key, header.shape,
                                          type(link).__name__, value.shape))
+            if header.dtype.kind not in 'biuf':
+                raise InputError('{}: {} is of dtype {}, expected numbers'
+                                 .format(path, key, header.dtype))
     try:
         link.serialize(npz.NpzDeserializer(archive, path=prefix))
     except (KeyError, ValueError) as e:
@@ -222,7 +262,10 @@ def _from_snapshot(archive, path):
         return archive[name].item() if name in archive.files else default
     metadata = {'arch': config('arch'), 'width': config('width'),
                 'n_class': config('n_class')}
-    _build(metadata, path)  # a known architecture, before the full model
+    _check_arch(metadata, path)
+    _check_counts(archive, path, metadata, _SNAPSHOT_MODEL + (
+        'predictor/network/' if config('dtype') == 'mixed16'
+        else 'predictor/'))
     trained = build_classifier(ClassifierSpec(
         int(metadata['n_class']), metadata['arch'], float(metadata['width']),
         config('bn_stats'), config('bn_variance', 'mean'),

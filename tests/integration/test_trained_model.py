@@ -118,7 +118,8 @@ def flipped_byte(path):
 
 @pytest.mark.parametrize('changes, message', [
     ({'conv1/W': numpy.float32(1)},
-     r'conv1/W has shape \(\), the ResNet50 holds \(8, 3, 7, 7\)$'),
+     r'its conv1/W has shape \(\), its width 0.125 and 10 classes need 8 '
+     r'rows$'),
     ({'metadata/arch': numpy.array(['resnet50'])},
      r"a damaged model or one this code did not write \(TypeError: "
      r"unhashable type: 'list'\)$"),
