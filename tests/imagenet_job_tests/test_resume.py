@@ -44,6 +44,25 @@ def test_auto_takes_the_newest_intact_snapshot(tmp_path):
     assert found == str(tmp_path / 'snapshot_iter_12')
 
 
+def flip_a_header_byte(path):
+    """Change the .npy magic of the file's first member, as a flipped bit
+    on disk would: its header no longer reads, its CRC no longer holds."""
+    with open(path, 'rb') as f:
+        data = f.read()
+    at = data.index(b'\x93NUMPY')
+    with open(path, 'r+b') as f:
+        f.seek(at)
+        f.write(b'\x94')
+
+
+def test_auto_skips_a_snapshot_whose_header_a_flipped_bit_damaged(tmp_path):
+    snapshot_in(tmp_path, 3)
+    flip_a_header_byte(snapshot_in(tmp_path, 6))
+    with pytest.warns(UserWarning, match='skipping damaged snapshot .*_6'):
+        found = find_resume('auto', str(tmp_path), configuration())
+    assert found == str(tmp_path / 'snapshot_iter_3')
+
+
 def test_auto_checks_the_configuration_too(tmp_path):
     snapshot_in(tmp_path, 3, workers=1)
     with pytest.raises(InputError, match='taken with a total minibatch of 1 '
