@@ -3,14 +3,14 @@
 Every entry point writes its outputs here. A file is written whole to a
 temporary ``.NAME.tmpPID`` beside its name, created exclusively and never
 through a link, flushed to disk and renamed over the name
-(:func:`replacing`, :func:`write_replacing`), so that a kill leaves the old
-file or the new one; a probe or record is created exclusively
-(:func:`create_exclusive`). What lies at an output's name is refused
-(:func:`refuse_existing`) unless the caller says it may be replaced (a
-``--force`` flag, or a directory of this project's own run), and never
-where it is an input or not a regular file. The job scripts follow the same
-rules in shell (jobs/lib.sh: ``check_out_dir``, ``write_job_file`` with
-``noclobber``, ``owned_file``).
+(:func:`write_replacing`, :func:`open_replacing`, :func:`replacing`), so
+that a kill leaves the old file or the new one; a probe or record is
+created exclusively (:func:`create_exclusive`). What lies at an output's
+name is refused (:func:`refuse_existing`) unless the caller says it may be
+replaced (a ``--force`` flag, or a directory of this project's own run),
+and never where it is an input or not a regular file. The job scripts
+follow the same rules in shell (jobs/lib.sh: ``check_out_dir``,
+``write_job_file`` with ``noclobber``, ``owned_file``).
 """
 import contextlib
 import os
@@ -106,6 +106,21 @@ def _sync_folder(folder):
         os.close(fd)
 
 
+def _rename_over(tmp, path, force, inputs):
+    """Flush the written temporary ``tmp`` to disk and rename it over
+    ``path``, checked again: nothing new lies there meanwhile."""
+    if not stat.S_ISREG(os.lstat(tmp).st_mode):
+        raise OutputError('{} was replaced while it was written'.format(tmp))
+    fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    refuse_existing(path, force, inputs)
+    os.replace(tmp, path)
+    _sync_folder(os.path.dirname(os.path.abspath(path)))
+
+
 @contextlib.contextmanager
 def replacing(path, force=False, inputs=(), suffix=''):
     """Yield the path of a new empty temporary file beside ``path`` (named
@@ -118,28 +133,32 @@ def replacing(path, force=False, inputs=(), suffix=''):
     tmp = create_temporary(path, suffix)
     try:
         yield tmp
-        written = os.lstat(tmp)
-        if not stat.S_ISREG(written.st_mode):
-            raise OutputError('{} was replaced while it was written'.format(
-                tmp))
-        if written.st_size:
-            fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            refuse_existing(path, force, inputs)  # nothing came meanwhile
-            os.replace(tmp, path)
-            _sync_folder(os.path.dirname(os.path.abspath(path)))
+        if os.lstat(tmp).st_size:
+            _rename_over(tmp, path, force, inputs)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+
+
+@contextlib.contextmanager
+def open_replacing(path, force=False, inputs=(), text=False):
+    """Yield the temporary file of :func:`replacing`, open for writing
+    (binary, or ``text``); it is renamed over ``path`` when the block ends
+    without an error, whatever it holds."""
+    refuse_existing(path, force, inputs)
+    tmp = create_temporary(path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, 'w' if text else 'wb') as f:
+            yield f
+        _rename_over(tmp, path, force, inputs)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
 
 
 def write_replacing(path, write, force=False, inputs=(), text=False):
-    """Write ``path`` whole through :func:`replacing`: ``write(f)`` writes
-    into the open temporary file (binary, or ``text``)."""
-    with replacing(path, force, inputs) as tmp:
-        fd = os.open(tmp, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        with os.fdopen(fd, 'w' if text else 'wb') as f:
-            write(f)
+    """Write ``path`` whole: ``write(f)`` writes into the open temporary
+    file of :func:`open_replacing`."""
+    with open_replacing(path, force, inputs, text) as f:
+        write(f)

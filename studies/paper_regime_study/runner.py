@@ -60,7 +60,8 @@ def prepare_data(root, idx_dir, plan):
                     idx_dir, stem + '-labels-idx1')),
                 per_class, folder + '.partial')
             os.replace(folder + '.partial', folder)
-        in_memory.pack(folder, path, resize_for(plan.crop_size))
+        in_memory.pack(folder, path, resize_for(plan.crop_size),
+                       force=True)
     return paths
 
 
