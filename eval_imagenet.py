@@ -15,6 +15,7 @@ import argparse
 import sys
 
 from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
+from largebatch import console
 from largebatch import cuda_stack
 cuda_stack.preload()  # pip's CUDA libraries, before CuPy loads (docs/gpu.md)
 
@@ -149,6 +150,7 @@ def predict(network, paths, transform, device, class_names):
 
 def main(argv=None):
     args = parse_args(argv)
+    console.print_any_text()
     try:
         network, metadata = models.saved_model.load(args.model)
         crop, resize, mean = preprocessing(metadata, args.crop_size,

@@ -14,6 +14,7 @@ import sys
 
 from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 
+from largebatch import console
 from largebatch import outputs
 from largebatch.errors import InputError
 import models
@@ -27,6 +28,7 @@ def main(argv=None):
     parser.add_argument('--force', action='store_true',
                         help='replace OUT if it exists')
     args = parser.parse_args(argv)
+    console.print_any_text()
     try:
         import onnx
     except ImportError:

@@ -68,7 +68,8 @@ def train(args, job):
     updater = updaters.MicroBatchUpdater(
         train_iter, optimizer, converter, device, args.accumulate,
         args.on_non_finite, recipes.create_loss_scale(recipe),
-        rounded_workers=comm.size * args.accumulate if rounded else None)
+        rounded_workers=comm.size * args.accumulate if rounded else None,
+        progress=job.progress)
 
     # The trainer, stopped by the length or a stop signal
     length = ((args.iterations, 'iteration') if args.iterations
@@ -120,8 +121,8 @@ def add_extensions(trainer, args, job, val_iter, converter, length,
     val_trigger = length if args.test else extensions.AnyOfTriggers(
         [(args.val_interval, 'epoch'), length])
     trainer.extend(extensions.DistributedEvaluator(
-        val_iter, model.predictor, comm, converter, job.device),
-        trigger=val_trigger)
+        val_iter, model.predictor, comm, converter, job.device,
+        progress=job.progress), trigger=val_trigger)
     if args.bn_stats == 'final-batch':
         trainer.extend(extensions.SyncFinalBatchStatistics(
             model, comm, [val_trigger] + job.snapshot_triggers(length)))

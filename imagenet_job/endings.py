@@ -1,5 +1,8 @@
 """How a failure on one worker or on all of them ends the MPI job.
 
+- A worker's environment that MPI cannot start with
+  (:mod:`imagenet_job.environment`): that worker prints its one line and
+  exits 2, before MPI starts.
 - Bad input found while starting (:mod:`imagenet_job.agreement`): every
   worker raises the same :class:`JobInputError`; rank 0 prints its one line
   and every worker exits 2.
@@ -23,7 +26,8 @@
   advice, and aborts the job with status 1.
 - Anything else: the traceback, then an abort with status 1, so that no
   worker is left blocked in a collective.
-- A worker frozen (SIGSTOP, a frozen node) or hung in one update: the stall
+- A worker frozen (SIGSTOP, a frozen node), hung, or blocked in a read in
+  any phase, or one that cannot stop on a signal: the stall
   watchdog (:mod:`imagenet_job.stall_watchdog`, from just after the
   communicator is made to the worker's end; before it, the start's
   deadline) ends the job with one line and status 5.
@@ -48,6 +52,7 @@ import communicators
 from image_data.decoding import UndecodableImageError
 from imagenet_job import run_directory
 from imagenet_job.agreement import JobInputError
+from imagenet_job.environment import BadEnvironment
 from largebatch.errors import DIVERGED_STATUS
 from largebatch.errors import InputError
 from largebatch.errors import LoaderDiedError
@@ -78,6 +83,9 @@ def ending_the_job(out, out_of_memory_advice=None, loader_advice=None):
     and the dead loader's lines end with."""
     try:
         yield
+    except BadEnvironment as e:  # before MPI starts: this worker says it
+        _error(e)
+        sys.exit(2)
     except JobInputError as e:
         if _world().rank == 0:
             _error(e)
@@ -137,15 +145,29 @@ def _release_local_resources():
 def training(out):
     """What the training loop raises, as the job's endings: an
     undecodable image as bad input, a full disk at a log or a plot as a
-    snapshot's own :class:`run_directory.NoSpace`."""
+    snapshot's own :class:`run_directory.NoSpace`, any other refused write
+    in ``out`` (read-only, permissions, an I/O error) as one line naming the
+    file."""
     try:
         yield
     except UndecodableImageError as e:
         raise InputError(
             '{}; fix or remove it, or pass --skip-bad-images'.format(e))
     except OSError as e:
-        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise run_directory.NoSpace(
+                e.filename or out, run_directory.free_bytes(out),
+                note='the snapshots written before it are intact') from None
+        if not _inside(e.filename, out):
             raise
-        raise run_directory.NoSpace(
-            e.filename or out, run_directory.free_bytes(out),
-            note='the snapshots written before it are intact') from None
+        raise InputError('{}: cannot be written ({}); the snapshots written '
+                         'before it are intact'.format(
+                             e.filename, e.strerror or e)) from None
+
+
+def _inside(path, folder):
+    """Whether ``path`` (a str, or None) lies in ``folder``."""
+    if not isinstance(path, str):
+        return False
+    folder = os.path.abspath(folder)
+    return os.path.commonpath([os.path.abspath(path), folder]) == folder

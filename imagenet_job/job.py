@@ -5,9 +5,11 @@
         job.run(trainer)
 
 :meth:`Job.start` checks the flags, readies the process, starts MPI (within
-the start's deadline), creates the communicator and the device and starts
-the signal stop and the stall watchdog; its block turns every failure into
-the job's one line and exit status (:mod:`imagenet_job.endings`). Bad input
+the start's deadline), creates the communicator, starts the signal stop and
+the stall watchdog, checks that every worker has rank 0's flags and files
+(:mod:`imagenet_job.flag_agreement`) and creates the device; its block
+turns every failure into the job's one line and exit status
+(:mod:`imagenet_job.endings`). Bad input
 every worker meets is agreed on inside the job's methods
 (:mod:`imagenet_job.agreement`); rank 0 alone claims ``--out`` and writes
 the run's files.
@@ -25,6 +27,7 @@ from imagenet_job import arguments
 from imagenet_job import closing_line
 from imagenet_job import devices
 from imagenet_job import endings
+from imagenet_job import flag_agreement
 from imagenet_job import process_setup
 from imagenet_job import resume
 from imagenet_job import run_directory
@@ -89,7 +92,8 @@ class Job(object):
                 else devices.requested_gpu(args.device))
             self._stop = signal_stop.SignalStop(self.comm)
             self._watchdog = stall_watchdog.start_watchdog(
-                self.comm, args.stall_timeout)
+                self.comm, args.stall_timeout, self._stop)
+        flag_agreement.agree_on_settings(self.comm, args)
         self.writes = self.comm.rank == 0
         self.device = devices.create_device(
             self.comm, gpu_flag, args.device, args.cudnn_autotune,
@@ -121,6 +125,15 @@ class Job(object):
             yield job
             if job._watchdog:
                 job._watchdog.finish()
+
+    def progress(self):
+        """A step of progress between updates (a validation batch), which
+        the stall watchdog counts."""
+        self._mark()
+
+    def _mark(self, phase=None):
+        if self._watchdog:
+            self._watchdog.mark(phase)
 
     def say(self, line):
         """Print ``line`` once for the job (rank 0's)."""
@@ -171,6 +184,7 @@ class Job(object):
                 args.resume, args.out, self._config, snapshot=self._snapshot)
         with naming('--mean'):
             mean = image_data.load_mean(args.mean, args.resize)
+        self._mark(stall_watchdog.SETUP)
         return Inputs(train, val, n_class, mean, total_batchsize)
 
     def _run_configuration(self, n_class, train):
@@ -278,6 +292,7 @@ class Job(object):
                     self.recipe), self.comm.size,
                 self._snapshot.path if self._snapshot else None)
         if self._snapshot:
+            self._mark()
             with naming('--resume'):
                 agree(self.comm, self._snapshot.load_into, trainer)
             self.say('resuming from {} at iteration {} (epoch {:.2f})'.format(
@@ -287,6 +302,7 @@ class Job(object):
         with endings.training(self.args.out):
             trainer.run(show_loop_exception_msg=False)
         self._check_stopped(trainer)
+        self._mark(stall_watchdog.END)
         if self.writes:
             self._write_model(trainer, model)
             print(closing_line.summary_line(trainer), flush=True)

@@ -9,7 +9,9 @@ import sys
 import tempfile
 import warnings
 
+from imagenet_job import environment
 from imagenet_job import signal_stop
+from largebatch import console
 from largebatch import launchers
 from largebatch import processes
 
@@ -20,18 +22,24 @@ PRIVATE_TEMP_PREFIX = 'train_imagenet-'
 
 def prepare_process(loaders):
     """Ready this process before MPI starts; its warnings are one line
-    (:func:`one_line_warning`). Without a launcher, Open MPI's
+    (:func:`one_line_warning`), and standard output prints any path
+    (:func:`console.print_any_text`). Without a launcher, Open MPI's
     shared-memory transport is off (its 16 MiB file would stay in /dev/shm,
     with no daemon to remove it). Temporary files go to the job's session
-    folder. The resource tracker (it removes the shared-memory index of a
-    worker that MPI_Abort ended, without a warning) and, with ``loaders``,
+    folder. The environment is checked
+    (:func:`environment.check_environment`). The resource tracker (it
+    removes the shared-memory index of a worker that MPI_Abort ended,
+    without a warning) and, with ``loaders``,
     the loaders' forkserver start now: forks of a process that has started
     MPI crash on InfiniBand; both ignore the stop signals."""
-    if not launchers.launched():
+    launched = launchers.launched()
+    if not launched:
         os.environ.setdefault('OMPI_MCA_btl', 'self')
+    console.print_any_text()
     sys.warnoptions.append('ignore:resource_tracker:UserWarning')
     warnings.formatwarning = one_line_warning
     use_the_jobs_session_directory()
+    environment.check_environment(launched)
     with signal_stop.ignoring():
         multiprocessing.resource_tracker.ensure_running()
         if loaders:

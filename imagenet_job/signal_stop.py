@@ -52,6 +52,9 @@ class SignalStop(training.Extension):
     Attributes:
         signal_number (int): the signal that stopped the job (the largest
             number received by any worker), 0 while none did.
+        received_at (float): when this worker received its first stop
+            signal (``time.monotonic()``), None while it received none; the
+            stall watchdog ends a worker that does not stop soon after.
         iteration (int): the iteration after which the job stopped.
     """
 
@@ -61,6 +64,7 @@ class SignalStop(training.Extension):
     def __init__(self, comm, signals=SIGNALS):
         self.comm = comm
         self.received = 0
+        self.received_at = None
         self.signal_number = 0
         self.iteration = None
         for number in signals:
@@ -71,11 +75,11 @@ class SignalStop(training.Extension):
             return
         # A second signal, not the same one delivered twice (by the
         # scheduler and by mpiexec): the default action, at once.
-        if self.received and time.monotonic() - self._received_at > 2:
+        if self.received and time.monotonic() - self.received_at > 2:
             signal.signal(number, signal.SIG_DFL)
             os.kill(os.getpid(), number)
         if not self.received:
-            self._received_at = time.monotonic()
+            self.received_at = time.monotonic()
         self.received = max(self.received, int(number))
 
     def __call__(self, trainer):

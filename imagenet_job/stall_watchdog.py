@@ -1,37 +1,20 @@
-"""A stalled worker ends the job: heartbeats and a watchdog on rank 0.
+"""A stalled worker ends the job: progress marks, heartbeats and a watchdog.
 
-A worker that is stopped (SIGSTOP, a frozen node) or hung (a GPU that no
-longer returns) leaves the others waiting in the next all-reduce for ever,
-and on a thousand GPUs it burns the whole allocation. ChainerMN has no
-check for it; PyTorch's NCCL watchdog and Horovod's stall check end such
-jobs. Here every worker's thread sends rank 0, every ``period`` seconds, the
-number of updates it has completed and how long its current update has run
-(none outside an update: validation, snapshots and the other extensions
-run between updates), and rank 0's thread answers each. The watch lasts
-the whole job, from just after the communicator is made (the datasets'
-read, the resume, the initial broadcast) to each worker's end, when it
-sends its last heartbeat. Rank 0 ends the job with one line naming the
-ranks and hosts, and exit status :data:`errors.STALLED_STATUS`, when a
-worker
-
-- sent nothing for ``timeout`` seconds and has not ended (stopped, or its
-  node gone): the line names the silent ranks, or
-- has been in one update for ``timeout`` seconds while none is silent (a
-  hung GPU keeps every rank in the update): the line names them; the
-  first update of a run (kernel compilation, cuDNN's autotuning) is exempt.
-
-A worker that hears nothing from rank 0 for ``timeout`` plus ``grace``
-seconds, before rank 0 has ended, ends the job naming rank 0. The messages
-travel on a duplicate of the job's communicator from the threads (mpi4py
-asks MPI for ``MPI_THREAD_MULTIPLE``), so they never match the training's
-own traffic.
-
-Before the watch starts, MPI's start-up and the creation of the
-communicators (NCCL's included) and of the watchdog are collective: a
-worker stopped there leaves the others waiting in them, and no heartbeat
-runs yet. :func:`start_deadline` gives that start ``timeout`` seconds on
-each worker's own clock: rank 0 then ends the job with one line, the others
-``grace`` seconds later (when rank 0 is the one stopped).
+A worker that is stopped (SIGSTOP, a frozen node), hung (a GPU that no
+longer returns) or blocked in a read that does not return (a FIFO among the
+images, a hung NFS or Lustre mount) leaves the others waiting in the next
+collective for ever, and on a thousand GPUs it burns the whole allocation.
+ChainerMN has no check for it; PyTorch's NCCL watchdog and Horovod's stall
+check end such jobs. Here each worker marks its progress (:meth:`StallWatchdog.
+mark`: each phase of the run it enters, each update and each validation
+batch), its thread sends rank 0 the mark's age every ``period`` seconds, and
+rank 0 ends the job with one line when the ranks furthest behind have made
+no progress for ``timeout`` seconds (a run's first update, which compiles
+kernels, gets twice as long), or sent nothing for as long. A job of one
+process watches itself. A worker that received a stop signal and makes no
+progress for :data:`STOP_GRACE` seconds ends the job too: its stop would
+never come. Before the watch, :func:`start_deadline` times the job's start.
+The whole story is in docs/reliability.md.
 """
 import contextlib
 import os
@@ -87,35 +70,64 @@ def _start_overdue(rank, timeout, due, grace, exit):
     exit(STALLED_STATUS)
 
 
+#: Seconds a worker that received a stop signal may go without progress
+#: before it ends the job (Slurm's default between SIGTERM and SIGKILL).
+STOP_GRACE = 30.
+
+#: The phases of a worker's run, in the order of one iteration.
+INPUTS, SETUP, BETWEEN, UPDATE, END = range(5)
+PHASES = ('reading its inputs (the datasets, --mean, the snapshot)',
+          'setting up the trainer (the model, the resume)',
+          'between updates (validation, snapshots, reports)', 'update',
+          'writing model.npz')
+
+
 class StallWatchdog(object):
-    """The watchdog of one worker: :meth:`start` it, add its
-    :meth:`extensions` to the trainer, :meth:`finish` it at the end.
+    """The watchdog of one worker: :meth:`start` it, :meth:`mark` its
+    progress (its :meth:`extensions` mark the updates), :meth:`finish` it
+    at the end.
 
     Args:
-        mpi_comm: the job's mpi4py communicator.
+        mpi_comm: the job's mpi4py communicator (None: a job of one
+            process, which watches itself and calls no MPI).
         hosts: the host of every rank, in rank order.
         timeout (float): seconds without progress that end the job.
+        stop: the job's :class:`imagenet_job.signal_stop.SignalStop`, whose
+            ``received_at`` says when a stop signal came (or None).
         period (float): seconds between heartbeats.
         grace (float): extra seconds a worker waits for rank 0's verdict.
         abort (callable): ``abort(status)`` ends the whole job.
     """
 
-    def __init__(self, mpi_comm, hosts, timeout, period=5.0, grace=20.0,
-                 abort=None):
-        self.comm = mpi_comm.Dup()
+    def __init__(self, mpi_comm, hosts, timeout, stop=None, period=5.0,
+                 grace=20.0, abort=None):
+        self.comm = mpi_comm.Dup() if mpi_comm is not None else None
         self.hosts = hosts
         self.timeout = timeout
+        self.stop = stop
         self.period = min(period, timeout / 4.)
         self.grace = grace
-        self.abort = abort or self.comm.Abort
-        self.completed = 0
-        self.update_started = None
+        self.abort = abort or (self.comm.Abort if self.comm is not None
+                               else os._exit)
+        # (completed updates, phase, steps in it, when) as one value, which
+        # the thread reads while the worker replaces it
+        self._mark = (0, INPUTS, 0, time.monotonic())
         self.first_update = True
         self.finished = False
         self._stop = threading.Event()
         self._thread = None
 
-    # The job's side: where updates start and end, and the end
+    # The job's side: where the worker is, and the end
+    def mark(self, phase=None, completed=None):
+        """Progress: one more step of the current phase, or the start of
+        ``phase`` (with ``completed`` updates, where they changed)."""
+        done, current, steps, _ = self._mark
+        if phase is None:
+            self._mark = (done, current, steps + 1, time.monotonic())
+        else:
+            self._mark = (done if completed is None else completed, phase, 0,
+                          time.monotonic())
+
     def extensions(self):
         """Two trainer extensions: the first runs before every other one of
         an iteration (the update has ended), the last after all of them
@@ -126,50 +138,59 @@ class StallWatchdog(object):
         @training.make_extension(trigger=(1, 'iteration'),
                                  priority=training.PRIORITY_WRITER + 100)
         def update_ended(trainer):
-            watchdog.completed = trainer.updater.iteration
-            watchdog.update_started = None
             watchdog.first_update = False
+            watchdog.mark(BETWEEN, trainer.updater.iteration)
 
         def first_update_starts(trainer):
-            watchdog.completed = trainer.updater.iteration
-            watchdog.update_started = time.monotonic()
+            watchdog.mark(UPDATE, trainer.updater.iteration)
 
         @training.make_extension(trigger=(1, 'iteration'), priority=-100,
                                  initializer=first_update_starts)
         def update_starts(trainer):
-            watchdog.update_started = time.monotonic()
+            watchdog.mark(UPDATE)
         return update_ended, update_starts
 
     def start(self):
-        """Begin watching, outside any update."""
+        """Begin watching."""
         self._thread = threading.Thread(
-            target=self._watch_as_root if self.comm.rank == 0
+            target=self._watch_alone if self.comm is None
+            else self._watch_as_root if self.comm.rank == 0
             else self._watch_as_worker, daemon=True)
         self._thread.start()
 
     def finish(self):
         """This worker has ended: its last heartbeat (rank 0: answer) says
         so, and the watch ends."""
-        self.update_started = None
         self.finished = True
         self._stop.set()
         self._thread.join()
 
-    def state(self):
-        """``[completed updates, seconds in the current update or -1, 1 if
-        it is the run's first update, 1 if the worker has ended]``."""
-        started = self.update_started
+    def state(self, now=None):
+        """``[completed updates, phase, steps in it, seconds since the last
+        mark, 1 if in the run's first update, 1 if the worker has ended,
+        seconds since the latter of a stop signal and the last mark, or -1
+        without a signal]``."""
+        now = time.monotonic() if now is None else now
+        done, phase, steps, when = self._mark
+        received = getattr(self.stop, 'received_at', None)
         return numpy.array([
-            self.completed, -1. if started is None
-            else time.monotonic() - started, float(self.first_update),
-            float(self.finished)])
+            done, phase, steps, now - when,
+            float(self.first_update and phase == UPDATE),
+            float(self.finished),
+            -1. if received is None else now - max(received, when)])
 
     # The threads
+    def _watch_alone(self):
+        while not self._stop.wait(self.period):
+            line = self._verdict([time.monotonic()], [self.state()])
+            if line:
+                self._end(line)
+
     def _watch_as_root(self):
         size = self.comm.size
         heard = [time.monotonic()] * size
         states = [None] * size
-        buffer = numpy.empty(4)
+        buffer = numpy.empty(7)
         pending = []
         while True:
             stopping = self._stop.wait(self.period)
@@ -187,10 +208,20 @@ class StallWatchdog(object):
                     tag=_ANSWER))
             if stopping:
                 return
-            stalled = stalled_ranks(heard, states, time.monotonic(),
-                                    self.timeout)
-            if stalled:
-                self._end(describe(stalled, self.hosts, self.timeout))
+            line = self._verdict(heard, states)
+            if line:
+                self._end(line)
+
+    def _verdict(self, heard, states):
+        """The line that ends the job, or None."""
+        now = time.monotonic()
+        stalled = stalled_ranks(heard, states, now, self.timeout)
+        if stalled:
+            return describe(stalled, self.hosts, self.timeout)
+        stopped = unstoppable_ranks(states, STOP_GRACE)
+        if stopped:
+            return describe(stopped, self.hosts, self.timeout, STOP_GRACE)
+        return None
 
     def _watch_as_worker(self):
         heard = time.monotonic()
@@ -217,14 +248,18 @@ class StallWatchdog(object):
         self.abort(STALLED_STATUS)
 
 
-def start_watchdog(comm, timeout):
-    """This worker's stall watchdog, watching from now on; None for a job of
-    one process or a ``timeout`` of 0. Its thread calls MPI beside the
-    training's: an MPI started below ``MPI_THREAD_MULTIPLE`` (the same
-    library on every worker) ends the job as bad input every worker
-    found."""
-    if comm.size == 1 or timeout <= 0:
+def start_watchdog(comm, timeout, stop=None):
+    """This worker's stall watchdog, watching from now on (its phase:
+    reading its inputs); None for a ``timeout`` of 0. In a job of several
+    processes its thread calls MPI beside the training's: an MPI started
+    below ``MPI_THREAD_MULTIPLE`` (the same library on every worker) ends
+    the job as bad input every worker found."""
+    if timeout <= 0:
         return None
+    if comm.size == 1:
+        watchdog = StallWatchdog(None, [socket.gethostname()], timeout, stop)
+        watchdog.start()
+        return watchdog
     try:
         communicators.check_thread_level(communicators.start_mpi(),
                                          'the stall watchdog')
@@ -233,7 +268,7 @@ def start_watchdog(comm, timeout):
                             '--stall-timeout 0 to train without the '
                             'watchdog'.format(timeout, e)) from None
     watchdog = StallWatchdog(comm.mpi_comm, comm.mpi_comm.allgather(
-        socket.gethostname()), timeout)
+        socket.gethostname()), timeout, stop)
     watchdog.start()
     return watchdog
 
@@ -250,31 +285,61 @@ def _any_source():
 
 def stalled_ranks(heard, states, now, timeout):
     """``(rank, what)`` of the stalled ranks: those silent for ``timeout``
-    seconds that have not ended (the others then wait for them), else those
-    in one update (not their run's first) for as long. ``heard[r]``: when
-    rank r was last heard; ``states[r]``: :meth:`StallWatchdog.state` as it
-    last sent it, or None."""
+    seconds that have not ended (the others then wait for them), else,
+    among the ranks furthest behind (fewest updates, earliest phase, fewest
+    steps in it; the others wait for them in a collective), those without
+    progress for ``timeout`` seconds (twice that in the run's first
+    update). ``heard[r]``: when rank r was last heard; ``states[r]``:
+    :meth:`StallWatchdog.state` as it last sent it, or None."""
     silent = [(rank, 'sent nothing for {:.0f} s'.format(now - when))
               for rank, when in enumerate(heard) if now - when > timeout
-              and not (states[rank] is not None and states[rank][3])]
+              and not (states[rank] is not None and states[rank][5])]
     if silent:
         return silent
-    return [(rank, 'has been in update {} for {:.0f} s'.format(
-        int(state[0]) + 1, state[1])) for rank, state in enumerate(states)
-        if state is not None and state[1] > timeout and not state[2]]
+    working = [(rank, state) for rank, state in enumerate(states)
+               if state is not None and not state[5]]
+    if not working:
+        return []
+    behind = min(tuple(state[:3]) for _, state in working)
+    return [(rank, 'has made no progress for {:.0f} s in {}'.format(
+        state[3], where(state))) for rank, state in working
+        if tuple(state[:3]) == behind
+        and state[3] > timeout * (2 if state[4] else 1)]
 
 
-def describe(stalled, hosts, timeout):
-    """The one line that ends the job."""
+def unstoppable_ranks(states, grace):
+    """``(rank, what)`` of the ranks that received a stop signal and have
+    made no progress for ``grace`` seconds since."""
+    return [(rank, 'received a stop signal and has made no progress for '
+             '{:.0f} s since, in {}'.format(state[6], where(state)))
+            for rank, state in enumerate(states) if state is not None
+            and not state[5] and state[6] > grace]
+
+
+def where(state):
+    """The phase of a worker's ``state``, in words."""
+    done, phase = int(state[0]), int(state[1])
+    if phase == UPDATE:
+        return 'update {}'.format(done + 1)
+    if phase == BETWEEN:
+        return 'the extensions after update {} (validation, snapshots, ' \
+            'reports)'.format(done)
+    return PHASES[phase]
+
+
+def describe(stalled, hosts, timeout, grace=None):
+    """The one line that ends the job (``grace``: a stop's)."""
     return ending_line(timeout, '; '.join(
         'rank {} on {} {}'.format(rank, hosts[rank], what)
-        for rank, what in stalled))
+        for rank, what in stalled), grace)
 
 
-def ending_line(timeout, what):
-    """A stall's line, ``what`` said of the ranks."""
-    return 'no progress within --stall-timeout {:g} s: {}; ending the job ' \
-        '(exit {})'.format(timeout, what, STALLED_STATUS)
+def ending_line(timeout, what, grace=None):
+    """A stall's line, ``what`` said of the ranks; with ``grace``, that of a
+    stop that does not come."""
+    return 'no progress within {}: {}; ending the job (exit {})'.format(
+        '--stall-timeout {:g} s'.format(timeout) if grace is None else
+        '{:g} s of a stop signal'.format(grace), what, STALLED_STATUS)
 
 
 def _say(line):

@@ -2,6 +2,8 @@
 before MPI starts, and where a process may have no launcher at all."""
 import os
 
+from largebatch.errors import InputError
+
 #: Set in every process that an MPI launcher starts.
 LAUNCHED = ('OMPI_COMM_WORLD_SIZE', 'PMIX_RANK', 'PMI_RANK', 'PMI_SIZE')
 
@@ -17,6 +19,14 @@ def launched():
 
 
 def rank():
-    """This process's rank as its launcher gives it; 0 without one."""
-    return next((int(os.environ[name]) for name in RANK_VARIABLES
-                 if name in os.environ), 0)
+    """This process's rank as its launcher gives it; 0 without one.
+    Raises :class:`InputError` naming a variable that holds no rank."""
+    name = next((name for name in RANK_VARIABLES if name in os.environ), None)
+    if name is None:
+        return 0
+    value = os.environ[name]
+    if not (value.isascii() and value.isdigit()):
+        raise InputError(
+            '{}={}: not a rank (a non-negative integer); unset it, or start '
+            'the job with the launcher that sets it'.format(name, value))
+    return int(value)

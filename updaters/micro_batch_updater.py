@@ -57,11 +57,15 @@ class MicroBatchUpdater(training.updaters.StandardUpdater):
     With ``rounded_workers`` (an int, p x K) and ``micro_batches`` > 1,
     every micro-batch's gradient is rounded as one of ``rounded_workers``
     float16 workers' before it is added to the others.
+
+    ``progress``, if given, is called after each micro-batch's backward (the
+    stall watchdog's mark: a worker waiting in the all-reduce is ahead of
+    one still loading its images).
     """
 
     def __init__(self, iterator, optimizer, converter, device,
                  micro_batches=1, on_non_finite='stop', loss_scale=None,
-                 rounded_workers=None):
+                 rounded_workers=None, progress=None):
         super(MicroBatchUpdater, self).__init__(
             iterator, optimizer, converter=converter, device=device)
         if on_non_finite not in ('stop', 'skip'):
@@ -70,6 +74,7 @@ class MicroBatchUpdater(training.updaters.StandardUpdater):
         self.on_non_finite = on_non_finite
         self.loss_scale = loss_scale
         self.rounded_workers = rounded_workers
+        self.progress = progress
         self.skipped_updates = 0
 
     def update_core(self):
@@ -98,6 +103,8 @@ class MicroBatchUpdater(training.updaters.StandardUpdater):
                     round_as_worker([param.grad for param in params],
                                     self.rounded_workers)
                 sums.add_and_clear()
+            if self.progress:
+                self.progress()
         if sums is not None:
             sums.to_params(k)
         reporter.report(summary.compute_mean())

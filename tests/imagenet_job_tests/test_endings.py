@@ -1,5 +1,8 @@
 """imagenet_job.endings: how each failure ends the job (one line, exit
 status), with stand-ins for MPI."""
+import errno
+import os
+import re
 import sys
 
 import pytest
@@ -140,3 +143,18 @@ def test_bad_input_of_a_job_of_one_process_exits_2(world, capsys):
     assert world.aborted is None  # MPI finalizes: nothing left in /dev/shm
     assert stderr_lines(capsys) == [
         'train_imagenet.py: error: a.jpg: cannot be decoded']
+
+
+def test_a_refused_write_in_out_is_one_line_naming_the_file(tmp_path):
+    out = str(tmp_path / 'run')
+    log = os.path.join(out, 'log')
+    with pytest.raises(InputError, match=r'^{}: cannot be written '
+                       r'\(Read-only file system\); the snapshots written '
+                       r'before it are intact$'.format(re.escape(log))):
+        with endings.training(out):
+            raise OSError(errno.EROFS, 'Read-only file system', log)
+    elsewhere = OSError(errno.EIO, 'Input/output error', '/data/a.JPEG')
+    with pytest.raises(OSError) as info:
+        with endings.training(out):
+            raise elsewhere
+    assert info.value is elsewhere

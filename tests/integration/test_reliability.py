@@ -657,6 +657,71 @@ def test_a_stopped_rank_ends_the_job_within_the_stall_timeout(tmp_path,
                      r'\(exit 5\)'.format(stopped), stderr), stderr[-2000:]
 
 
+def wait_for_file(path, proc, timeout=120):
+    deadline = time.time() + timeout
+    while not os.path.exists(path):
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        assert time.time() < deadline, 'never blocked'
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize('phase,where', [
+    ('update', 'update 2'),
+    ('validation', r'the extensions after update 2 \(validation, '
+     r'snapshots, reports\)')])
+def test_a_rank_blocked_in_a_read_ends_the_job(tmp_path, phase, where):
+    """Rank 1 blocked in the kernel (open() of a FIFO, as on a hung mount)
+    while it loads the images of an update or a validation batch: the job
+    ends within the stall timeout plus 30 s, naming rank 1 alone (rank 0,
+    which waits for it in a collective, is ahead of it)."""
+    blocked = str(tmp_path / 'blocked')
+    proc = subprocess.Popen(
+        mpi_command(2, ['tests/mpi_scripts/train_blocked.py', '1', phase,
+                        blocked] + TINY[1:] + [
+                            '--iterations', '2', '--stall-timeout', '8',
+                            '--out', str(tmp_path / 'out')]),
+        cwd=REPO, env=dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=REPO),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_file(blocked, proc)
+        start = time.time()
+        _, stderr = proc.communicate(timeout=8 + 60)
+    finally:
+        proc.kill()
+    assert time.time() - start < 8 + 30
+    assert proc.returncode == errors.STALLED_STATUS, stderr[-2000:]
+    assert re.search(r'error: no progress within --stall-timeout 8 s: rank 1 '
+                     r'on \S+ has made no progress for \d+ s in {}; ending '
+                     r'the job \(exit 5\)$'.format(where), stderr,
+                     re.MULTILINE), stderr[-2000:]
+
+
+def test_one_stop_signal_ends_a_one_process_run_blocked_in_a_read(tmp_path):
+    """SIGTERM to a one-process run blocked in validation's read: it cannot
+    stop after an update, so 30 s later it ends with its line (the stall
+    timeout, 600 s, is far off)."""
+    blocked = str(tmp_path / 'blocked')
+    proc = subprocess.Popen(
+        [sys.executable, 'tests/mpi_scripts/train_blocked.py', '0',
+         'validation', blocked] + TINY[1:] + [
+             '--iterations', '2', '--out', str(tmp_path / 'out')],
+        cwd=REPO, env=dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=REPO),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_file(blocked, proc)
+        proc.send_signal(signal.SIGTERM)
+        start = time.time()
+        _, stderr = proc.communicate(timeout=90)
+    finally:
+        proc.kill()
+    assert time.time() - start < 30 + 15
+    assert proc.returncode == errors.STALLED_STATUS, stderr[-2000:]
+    assert re.search(r'error: no progress within 30 s of a stop signal: rank '
+                     r'0 on \S+ received a stop signal and has made no '
+                     r'progress for 3\d s since, in the extensions after '
+                     r'update 2 ', stderr), stderr[-2000:]
+
+
 @pytest.mark.parametrize('stopped', [1, 0])
 def test_a_rank_stopped_while_the_job_starts_ends_it(tmp_path, stopped):
     """The watch starts with the communicator: a rank frozen while the
