@@ -1,19 +1,21 @@
 #!/usr/bin/env python
 """Export a trained model (model.npz or a snapshot) as an ONNX graph.
 
-    python export_onnx.py MODEL OUT.onnx
+    python export_onnx.py MODEL OUT.onnx [--force]
 
 The graph (:mod:`models.onnx_export`) takes float32 images preprocessed as
 the model's metadata says and returns logits; ``onnx`` (the ``onnx`` extra)
-writes it, and any ONNX runtime runs it.
+writes it, and any ONNX runtime runs it. An existing OUT is replaced only
+with ``--force``, never where it is MODEL or no regular file
+(:mod:`largebatch.outputs`).
 """
 import argparse
-import os
 import sys
 
 from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
 
 from largebatch import console
+from largebatch import outputs
 from largebatch.errors import InputError
 import models
 from models.onnx_export import to_onnx
@@ -23,33 +25,33 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('model', help='model.npz or a snapshot')
     parser.add_argument('out', help='the .onnx file to write')
+    parser.add_argument('--force', action='store_true',
+                        help='replace OUT if it exists')
     args = parser.parse_args(argv)
     console.print_any_text()
     try:
         import onnx
     except ImportError:
-        print("export_onnx.py: error: the onnx package is not installed; "
-              "pip install -e '.[onnx]'", file=sys.stderr)
-        sys.exit(2)
+        fail("the onnx package is not installed; pip install -e '.[onnx]'")
     try:
+        outputs.refuse_existing(args.out, args.force, [args.model])
         network, metadata = models.saved_model.load(args.model)
+        graph = to_onnx(network, metadata)
+        with outputs.replacing(args.out, args.force, [args.model]) as tmp:
+            onnx.save(graph, tmp)
+    except outputs.OutputError as e:
+        fail('{}{}'.format(e, '; --force replaces it' if e.replaceable
+                           else ''))
     except InputError as e:
-        print('export_onnx.py: error: {}'.format(e), file=sys.stderr)
-        sys.exit(2)
-    tmp = os.path.join(os.path.dirname(os.path.abspath(args.out)),
-                       '.{}.tmp{}'.format(os.path.basename(args.out),
-                                          os.getpid()))
-    try:
-        onnx.save(to_onnx(network, metadata), tmp)
-        os.replace(tmp, args.out)
+        fail(e)
     except OSError as e:
-        print('export_onnx.py: error: {}: {}'.format(args.out, e.strerror),
-              file=sys.stderr)
-        sys.exit(2)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        fail('{}: {}'.format(args.out, e.strerror or e))
     print('wrote', args.out)
+
+
+def fail(message):
+    print('export_onnx.py: error: {}'.format(message), file=sys.stderr)
+    sys.exit(2)
 
 
 if __name__ == '__main__':

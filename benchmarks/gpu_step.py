@@ -45,6 +45,7 @@ import numpy  # NOQA: E402
 from benchmarks import train_step  # NOQA: E402
 import communicators  # NOQA: E402
 from largebatch import errors  # NOQA: E402
+from largebatch import outputs  # NOQA: E402
 import models  # NOQA: E402
 from optimizers import recipes  # NOQA: E402
 from imagenet_job import arguments  # NOQA: E402
@@ -248,8 +249,8 @@ def main(argv=None):
         directory = os.path.dirname(args.json)
         if directory:
             os.makedirs(directory, exist_ok=True)
-        with open(args.json, 'w') as f:
-            json.dump(result, f, indent=2)
+        outputs.write_replacing(args.json, lambda f: json.dump(
+            result, f, indent=2), force=True, text=True)
 
 
 if __name__ == '__main__':

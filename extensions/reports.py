@@ -12,6 +12,7 @@ from chainer.training import extensions as chainer_extensions
 
 from extensions.triggers import AnyOfTriggers
 from largebatch import launchers
+from largebatch import outputs
 
 LOSS = ['main/loss', 'validation/main/loss']
 ACCURACY = ['main/accuracy', 'validation/main/accuracy',
@@ -62,24 +63,21 @@ def is_watched():
 
 
 class _AtomicPlot(chainer_extensions.PlotReport):
-    """Chainer's ``PlotReport`` writing its PNG as ``.NAME.tmp0.png`` and
-    renaming it, so that a full disk leaves no torn figure under its name
-    (the temporary file is removed; a later run removes any left over)."""
+    """Chainer's ``PlotReport`` writing its PNG to a temporary file that is
+    renamed over its name (:func:`largebatch.outputs.replacing`), so that a
+    full disk leaves no torn figure under its name."""
 
     default_name = 'PlotReport'  # the key of its data in snapshots
 
     def __call__(self, trainer):
         final = self._file_name
-        tmp = os.path.join(trainer.out, '.{}.tmp0.png'.format(final))
-        self._file_name = os.path.basename(tmp)
-        try:
-            super(_AtomicPlot, self).__call__(trainer)
-            if os.path.exists(tmp):
-                os.replace(tmp, os.path.join(trainer.out, final))
-        finally:
-            self._file_name = final
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        with outputs.replacing(os.path.join(trainer.out, final), force=True,
+                               suffix='.png') as tmp:
+            self._file_name = os.path.basename(tmp)
+            try:
+                super(_AtomicPlot, self).__call__(trainer)
+            finally:
+                self._file_name = final
 
 
 class _ProgressBar(chainer_extensions.ProgressBar):

@@ -24,13 +24,13 @@ then file name) and named as the extracted files would be
 same images extracted, bit for bit.
 """
 import argparse
-import contextlib
 import os
 import sys
 import time
 
 import numpy
 
+from largebatch import outputs
 from largebatch.errors import InputError
 from image_data import imagenet_devkit
 from image_data import index_file
@@ -259,21 +259,11 @@ def _is_tar_of_tars(path):
     raise InputError('archive {}: holds no file'.format(path))
 
 
-@contextlib.contextmanager
 def _output(out, name):
     """A new binary file ``out/name``, written beside under a temporary name
-    and renamed into place when complete (never through a link: the rename
-    replaces the name itself)."""
-    temporary = os.path.join(out, '.{}.{}.tmp'.format(name, os.getpid()))
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL |
-                 os.O_NOFOLLOW, 0o644)
-    try:
-        with os.fdopen(fd, 'wb') as f:
-            yield f
-    except BaseException:
-        os.unlink(temporary)
-        raise
-    os.replace(temporary, os.path.join(out, name))
+    and renamed into place when complete (:mod:`largebatch.outputs`;
+    :func:`_check_out` refused what was there unless ``--force``)."""
+    return outputs.open_replacing(os.path.join(out, name), force=True)
 
 
 def _check_out(out, force):

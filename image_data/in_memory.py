@@ -23,6 +23,7 @@ import zipfile
 import numpy
 
 from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
+from largebatch import outputs
 from image_data import image_list
 from image_data.decoding import load_square
 from image_data.transforms import resize_for
@@ -57,10 +58,12 @@ class InMemoryDataset(object):
         return self.images.shape[1]
 
 
-def pack(path, out, side, root='.'):
+def pack(path, out, side, root='.', force=False):
     """Decode the list file or class folders ``path`` at ``side`` px into
     the ``.npz`` ``out`` (one array each: the whole set is held in memory);
-    return the number of images."""
+    return the number of images. An existing ``out`` is replaced only with
+    ``force`` (:mod:`largebatch.outputs`)."""
+    outputs.refuse_existing(out, force, [path])
     if os.path.isdir(path):
         pairs, class_names = image_list.read_class_folders(path)
     else:
@@ -70,10 +73,9 @@ def pack(path, out, side, root='.'):
     for i in range(len(pairs)):
         image_path, labels[i] = pairs[i]
         images[i] = load_square(image_path, side)
-    partial = out + '.partial.npz'
-    numpy.savez(partial, images=images, labels=labels,
-                class_names=numpy.array(class_names, dtype=str))
-    os.replace(partial, out)
+    outputs.write_replacing(out, lambda f: numpy.savez(
+        f, images=images, labels=labels,
+        class_names=numpy.array(class_names, dtype=str)), force, [path])
     return len(pairs)
 
 
@@ -154,14 +156,18 @@ def main(argv=None):
                              '(resized to crop-size x 256 / 224)')
     parser.add_argument('--root', default='.',
                         help='root of the paths in a list file')
+    parser.add_argument('--force', action='store_true',
+                        help='replace OUT if it exists')
     args = parser.parse_args(argv)
     if not args.out.endswith('.npz'):
         parser.error('OUT must end with .npz, got {}'.format(args.out))
     try:
         n = pack(args.dataset, args.out, resize_for(args.crop_size),
-                 args.root)
+                 args.root, args.force)
     except InputError as e:
-        parser.exit(2, 'in_memory: {}\n'.format(e))
+        parser.exit(2, 'in_memory: {}{}\n'.format(e, '; --force replaces it'
+                                                  if getattr(e, 'replaceable',
+                                                             False) else ''))
     print('wrote {} images to {}'.format(n, args.out))
 
 

@@ -6,12 +6,13 @@ Fashion-MNIST (Zalando Research, MIT license) is read from its IDX files
 ``<out>/{train,val}/<class>/<index>.jpg``: 28x28 grayscale images stored as
 RGB, so the demo exercises the same decoding path as ImageNet.
 
-    python -m image_data.make_demo [--idx-dir DIR] [--out DIR]
+    python -m image_data.make_demo [--idx-dir DIR] [--out DIR] [--force]
 """
 import argparse
 import gzip
 import os
 import shutil
+import sys
 
 import numpy
 from PIL import Image
@@ -52,17 +53,38 @@ def write_split(images, labels, per_class, out):
                 os.path.join(folder, '{:05d}.jpg'.format(i)), quality=90)
 
 
-def main():
+def refuse_split(out, force):
+    """End in one line where the folder ``out`` exists, unless ``force``
+    replaces it; never a link or a file, which would be written through or
+    removed."""
+    if not os.path.lexists(out):
+        return
+    if os.path.islink(out) or not os.path.isdir(out):
+        problem = 'is a link or no folder; it is never replaced'
+    elif force:
+        return
+    else:
+        problem = 'exists already; --force replaces it'
+    print('make_demo: error: --out: {} {}'.format(out, problem),
+          file=sys.stderr)
+    sys.exit(2)
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--idx-dir', default=IDX_DIR)
     parser.add_argument('--out', default=DEMO_ROOT)
     parser.add_argument('--train-per-class', type=int, default=300)
     parser.add_argument('--val-per-class', type=int, default=100)
-    args = parser.parse_args()
+    parser.add_argument('--force', action='store_true',
+                        help='replace the folders OUT/train and OUT/val')
+    args = parser.parse_args(argv)
     splits = (('train', 'train-images-idx3', 'train-labels-idx1',
                args.train_per_class),
               ('val', 't10k-images-idx3', 't10k-labels-idx1',
                args.val_per_class))
+    for split in splits:  # nothing is removed or written before all pass
+        refuse_split(os.path.join(args.out, split[0]), args.force)
     for split, images, labels, per_class in splits:
         out = os.path.join(args.out, split)
         shutil.rmtree(out, ignore_errors=True)

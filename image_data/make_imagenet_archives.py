@@ -14,11 +14,14 @@ non-leaf synsets sit among them. For trying the indexer, for the tests and
 for the benchmarks.
 """
 import argparse
+import contextlib
 import io
 import os
 import tarfile
 
 import numpy
+
+from largebatch import outputs
 
 TRAIN_TAR = 'ILSVRC2012_img_train.tar'
 VAL_TAR = 'ILSVRC2012_img_val.tar'
@@ -39,7 +42,7 @@ def write_archives(out, train, val, seed=0):
     ids = {wnid: int(i) + 1 for wnid, i in zip(
         wnids, rng.permutation(len(wnids)))}
     paths = [os.path.join(out, name) for name in (TRAIN_TAR, VAL_TAR, DEVKIT)]
-    with tarfile.open(paths[0], 'w', format=tarfile.GNU_FORMAT) as tar:
+    with _archive(paths[0], 'w', format=tarfile.GNU_FORMAT) as tar:
         for wnid in rng.permutation(wnids):
             inner = io.BytesIO()
             with tarfile.open(fileobj=inner, mode='w',
@@ -48,15 +51,24 @@ def write_archives(out, train, val, seed=0):
                     _add(class_tar, '{}_{}.JPEG'.format(wnid, n + 1), data)
             _add(tar, wnid + '.tar', inner.getvalue())
     order = rng.permutation(len(val))
-    with tarfile.open(paths[1], 'w', format=tarfile.GNU_FORMAT) as tar:
+    with _archive(paths[1], 'w', format=tarfile.GNU_FORMAT) as tar:
         for n, i in enumerate(order):
             _add(tar, 'ILSVRC2012_val_{:08d}.JPEG'.format(n + 1), val[i][1])
     truth = ''.join('{}\n'.format(ids[val[i][0]]) for i in order)
-    with tarfile.open(paths[2], 'w:gz') as tar:
+    with _archive(paths[2], 'w:gz') as tar:
         _add(tar, 'ILSVRC2012_devkit_t12/data/meta.mat', _meta_mat(ids))
         _add(tar, 'ILSVRC2012_devkit_t12/data/'
              'ILSVRC2012_validation_ground_truth.txt', truth.encode('ascii'))
     return paths
+
+
+@contextlib.contextmanager
+def _archive(path, mode, **options):
+    """A new tar archive at ``path``, renamed into place when complete
+    (:mod:`largebatch.outputs`: never over a file, never through a link)."""
+    with outputs.open_replacing(path) as f:
+        with tarfile.open(fileobj=f, mode=mode, **options) as tar:
+            yield tar
 
 
 def _add(tar, name, data):
@@ -106,12 +118,12 @@ def main(argv=None):
     parser.add_argument('val', nargs='?', default=os.path.join(demo, 'val'))
     parser.add_argument('--out', required=True)
     args = parser.parse_args(argv)
-    there = [name for name in (TRAIN_TAR, VAL_TAR, DEVKIT)
-             if os.path.lexists(os.path.join(args.out, name))]
-    if there:
-        parser.exit(2, 'make_imagenet_archives: --out {} holds {} already\n'
-                    .format(args.out, there[0]))
     os.makedirs(args.out, exist_ok=True)
+    try:
+        for name in (TRAIN_TAR, VAL_TAR, DEVKIT):
+            outputs.refuse_existing(os.path.join(args.out, name))
+    except outputs.OutputError as e:
+        parser.exit(2, 'make_imagenet_archives: error: --out {}\n'.format(e))
     val = _read_class_folders(args.val)
     paths = write_archives(args.out, _read_class_folders(args.train), [
         (wnid, data) for wnid in sorted(val) for data in val[wnid]])

@@ -205,12 +205,15 @@ class Job(object):
 
     def _claim_output(self):
         """Lock ``--out`` for this job (for the life of the process) and
-        refuse it if it holds a run that this one does not continue."""
+        refuse it if it holds another's files, a run that this one does not
+        continue, or a file where the trainer makes a folder."""
         out = self.args.out
         with naming('--out'):
             try:
                 self._lock = run_directory.claim(out)
                 run_directory.check_not_another_run(out, self.args.resume)
+                if self.args.tensorboard:
+                    run_directory.check_folder(out, 'tensorboard')
             except run_directory.DirectoryInUse as e:
                 raise InputError('{}; wait for it to end or choose another '
                                  '--out'.format(e))

@@ -3,8 +3,12 @@
 A run's directory holds its ``log``, ``model.npz`` and ``snapshot_iter_*``
 files. A new run must not write there: the snapshot extension prunes the
 oldest snapshots and the log and model are rewritten, so another run's
-results would be lost. Two rules keep them:
+results would be lost; nor may it write among a user's files. Three rules
+keep them:
 
+- :func:`check_owned` lets :func:`claim` write only in a directory that is
+  new, empty or a run of this project (it holds a record of one), and
+  remove a killed writer's temporary files only in a run.
 - :func:`claim` takes an exclusive ``flock`` on ``<dir>/.lock`` for the life
   of the process. The kernel releases it when the process ends, however it
   ends (SIGKILL and a lost node included), so a stale lock never blocks a
@@ -16,12 +20,12 @@ import errno
 import fcntl
 import glob
 import os
-import re
 import socket
 import stat
 import time
 
 from imagenet_job import snapshot_files
+from largebatch import outputs
 from largebatch.errors import InputError
 
 LOCK_NAME = '.lock'
@@ -32,6 +36,13 @@ MODEL_NAME = 'model.npz'
 #: finished network (which a new run would replace, also when it starts
 #: from it with --initmodel) and snapshots.
 RUN_FILES = ('log', MODEL_NAME, snapshot_files.GLOB)
+#: The records whose presence makes a directory a run of this project: the
+#: trainer's history of starts (:mod:`imagenet_job.run_record`) and the job
+#: scripts' (jobs/lib.sh), each a regular file of this user.
+RECORDS = ('args.json', 'job.record')
+#: What the job scripts write into a new run's directory before the trainer
+#: starts (jobs/common.sh): no content of another's.
+JOB_FILES = ('job.record', 'launch.sh', 'job.log', 'hostfile')
 
 
 class DirectoryInUse(InputError):
@@ -49,6 +60,21 @@ class HoldsAnotherRun(InputError):
         self.found = found
         super(HoldsAnotherRun, self).__init__(
             '{} holds another run ({})'.format(directory, ', '.join(found)))
+
+
+class NotARun(InputError):
+    """The directory holds files that no run of this project wrote.
+
+    Attributes:
+        foreign (list of str): their names.
+    """
+
+    def __init__(self, directory, foreign):
+        self.foreign = foreign
+        super(NotARun, self).__init__(
+            '{} holds files this trainer did not write ({}{}); choose a new '
+            'or empty --out'.format(directory, ', '.join(foreign[:3]),
+                                    ', ...' if len(foreign) > 3 else ''))
 
 
 class LaterSnapshots(InputError):
@@ -113,7 +139,8 @@ def free_bytes(path):
 
 
 def claim(directory):
-    """Create ``directory`` if needed and lock it for this process.
+    """Create ``directory`` if needed and lock it for this process, where
+    :func:`check_owned` allows it (nothing is written before).
 
     Returns the open lock file: the lock lasts while it stays open (keep a
     reference) and ends with the process. Raises :class:`DirectoryInUse`
@@ -121,6 +148,7 @@ def claim(directory):
     holds it, :class:`FileInTheWay` when it or a folder on its path is a
     file, and ``OSError`` when the directory cannot be written.
     """
+    is_run = check_owned(directory)
     try:
         os.makedirs(directory, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
@@ -157,7 +185,8 @@ def claim(directory):
         time.strftime('%Y-%m-%d %H:%M:%S')))
     lock.flush()
     try:
-        remove_leftovers(directory)
+        if is_run:
+            remove_leftovers(directory)
         refuse_links(directory)
     except FileInTheWay:
         lock.close()
@@ -165,19 +194,48 @@ def claim(directory):
     return lock
 
 
-#: Temporary files of a writer that was killed: snapshots and reports are
-#: written as ``.NAME.tmpPID`` (plots ``.NAME.tmp0.png``) and renamed, free
-#: space probed with ``.space_testPID``.
-LEFTOVERS = re.compile(r'^\.(.+\.tmp\d+(\.png)?|space_test\d+)$')
+def is_leftover(name):
+    """Whether ``name`` is a temporary file of a writer that was killed:
+    outputs, and the free-space probe, are written as ``.NAME.tmpPID``
+    (:func:`largebatch.outputs.create_temporary`)."""
+    return bool(outputs.TEMPORARY.match(name))
+
+
+def _is_record(path):
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(found.st_mode) and found.st_uid == os.geteuid()
+
+
+def check_owned(directory):
+    """Raise :class:`NotARun` unless ``directory`` is new, empty (but for
+    the lock, a killed writer's temporary files and what the job scripts
+    write first, :data:`JOB_FILES`) or a run of this project: it holds one
+    of :data:`RECORDS`. Return whether it is such a run."""
+    try:
+        names = sorted(os.listdir(directory))
+    except FileNotFoundError:
+        return False
+    except NotADirectoryError:
+        raise FileInTheWay(directory)
+    if any(_is_record(os.path.join(directory, name)) for name in RECORDS):
+        return True
+    foreign = [name for name in names if name != LOCK_NAME and
+               name not in JOB_FILES and not is_leftover(name)]
+    if foreign:
+        raise NotARun(directory, foreign)
+    return False
 
 
 def remove_leftovers(directory):
-    """Remove what bears a name of :data:`LEFTOVERS` in ``directory`` (whose
-    lock this process holds, so no writer of it is alive), folders aside: a
-    link is removed, not what it points to."""
+    """Remove the temporary files of killed writers (:func:`is_leftover`)
+    in ``directory``, a run whose lock this process holds, so no writer of
+    it is alive; folders aside: a link is removed, not what it points to."""
     for name in os.listdir(directory):
         path = os.path.join(directory, name)
-        if LEFTOVERS.match(name) and not stat.S_ISDIR(os.lstat(path).st_mode):
+        if is_leftover(name) and not stat.S_ISDIR(os.lstat(path).st_mode):
             os.remove(path)
 
 
@@ -193,6 +251,21 @@ def refuse_links(directory):
             raise FileInTheWay(directory, '{} is a symbolic link; the '
                                'trainer writes through none in --out: '
                                'remove it'.format(path))
+
+
+def check_folder(directory, name):
+    """Raise :class:`FileInTheWay` where ``directory/name``, a folder the
+    trainer writes in (``tensorboard``), exists and is no folder: found at
+    the start, not when training writes there."""
+    path = os.path.join(directory, name)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(mode):
+        raise FileInTheWay(directory, '{} is not a folder; the trainer '
+                           'writes its {} files in it: move it away'.format(
+                               path, name))
 
 
 def run_files(directory):
@@ -237,16 +310,17 @@ def check_free_space(directory, needed):
     free = free_bytes(directory)
     if free < needed:
         raise NoSpace(directory, free, needed)
-    probe = os.path.join(directory, '.space_test{}'.format(os.getpid()))
     try:
-        with open(probe, 'wb') as f:
-            f.write(b'\0' * 65536)
-            f.flush()
-            os.fsync(f.fileno())
+        probe = outputs.create_temporary(os.path.join(directory, 'space'))
+        with os.fdopen(os.open(probe, os.O_WRONLY | os.O_NOFOLLOW),
+                       'wb') as f:
+            try:
+                f.write(b'\0' * 65536)
+                f.flush()
+                os.fsync(f.fileno())
+            finally:
+                os.remove(probe)
     except OSError as e:
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
             raise NoSpace(directory, free_bytes(directory), needed)
         raise
-    finally:
-        if os.path.exists(probe):
-            os.remove(probe)

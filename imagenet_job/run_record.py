@@ -13,6 +13,7 @@ import sys
 import time
 
 from imagenet_job import snapshot_files
+from largebatch import outputs
 
 
 def record_start(out, flags, recipe, workers, resumed_from):
@@ -44,11 +45,6 @@ def record_start(out, flags, recipe, workers, resumed_from):
 
 
 def _write_json(out, name, value):
-    tmp = os.path.join(out, '.{}.tmp{}'.format(name, os.getpid()))
-    try:
-        with open(tmp, 'w') as f:
-            json.dump(value, f, indent=1, sort_keys=True, default=str)
-        os.replace(tmp, os.path.join(out, name))
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    outputs.write_replacing(os.path.join(out, name), lambda f: json.dump(
+        value, f, indent=1, sort_keys=True, default=str), force=True,
+        text=True)

@@ -14,11 +14,13 @@ from chainer.training.extensions import snapshot_writers
 
 from imagenet_job import run_directory
 from imagenet_job import snapshot_files
+from largebatch import outputs
 from largebatch.errors import InputError
 
 
 class AtomicWriter(snapshot_writers.Writer):
-    """Writes ``outdir/filename`` via a temporary file, fsync and rename.
+    """Writes ``outdir/filename`` via a temporary file, fsync and rename
+    (:func:`largebatch.outputs.write_replacing`).
 
     With ``keep`` (for snapshots), it then removes the older snapshots
     beyond the newest ``keep``: by iteration, among the regular files named
@@ -34,28 +36,15 @@ class AtomicWriter(snapshot_writers.Writer):
 
     def __call__(self, filename, outdir, target):
         path = os.path.join(outdir, filename)
-        tmp = os.path.join(outdir, '.{}.tmp{}'.format(filename, os.getpid()))
-        try:
-            with open(tmp, 'wb') as f:
-                # Uncompressed: 20x faster for ResNet-50, 8% larger.
-                npz.save_npz(f, target, compression=False)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+        try:  # uncompressed: 20x faster for ResNet-50, 8% larger
+            outputs.write_replacing(path, lambda f: npz.save_npz(
+                f, target, compression=False), force=True)
         except OSError as e:
             if e.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
-            _remove(tmp)
             raise run_directory.NoSpace(
                 path, run_directory.free_bytes(outdir),
                 note='the snapshots written before it are intact') from None
-        finally:
-            _remove(tmp)
-        directory = os.open(outdir, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
         if self.keep and self.keep > 0:
             self._prune(outdir, snapshot_files.iteration_of(filename))
         self._post_save()

@@ -1,5 +1,6 @@
 """What every package of this project shares: its errors and exit statuses
-(:mod:`largebatch.errors`), what a launcher tells a process
+(:mod:`largebatch.errors`), how a file is written
+(:mod:`largebatch.outputs`), what a launcher tells a process
 (:mod:`largebatch.launchers`), whether a process runs
 (:mod:`largebatch.processes`), what Chainer 7.8.1 needs on NumPy 2
 (:mod:`largebatch.chainer_compat`, loaded by :mod:`largebatch.chainer_hook`)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
+from largebatch.errors import InputError
 from studies import paper_regime_study
 from studies.paper_regime_study.regime import FULL
 from studies.paper_regime_study.regime import QUICK
@@ -77,7 +78,16 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
+    """Run the study; a damaged file of its results ends it in one line."""
     args = parse_args(argv)
+    try:
+        study(args)
+    except InputError as e:
+        print('paper_regime_study: error: {}'.format(e), file=sys.stderr)
+        sys.exit(2)
+
+
+def study(args):
     plan = QUICK if args.quick else FULL
     if args.park:
         check_plan(args.results, plan)

@@ -2,8 +2,11 @@
 the study's, final top-1 against the total minibatch, the runs on the
 paper's own schedule and the training loss around the RMSprop-to-SGD
 handover."""
+import os
+
 import numpy
 
+from largebatch import outputs
 from optimizers import schedules
 from studies.paper_regime_study.regime import CONFIGS
 
@@ -24,7 +27,9 @@ def _save(plt, fig, ax, path, title, xlabel='epoch',
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path)
+    with outputs.replacing(path, force=True,
+                           suffix=os.path.splitext(path)[1]) as tmp:
+        fig.savefig(tmp)
     plt.close(fig)
 
 

@@ -2,11 +2,11 @@
 the generated part of the page (tables, plots, commands, machine and wall
 time), rewritten after every run."""
 import collections
-import json
 import os
 
 import numpy
 
+from largebatch import outputs
 from studies.paper_regime_study.plots import handover_position
 from studies.paper_regime_study.plots import plot_curves
 from studies.paper_regime_study.plots import plot_handover
@@ -28,6 +28,7 @@ from studies.paper_regime_study.regime import sweep_runs
 from studies.paper_regime_study.regime import train_args
 from studies.paper_regime_study.runner import choose_lr
 from studies.paper_regime_study.runner import load_results
+from studies.paper_regime_study.runner import read_json
 from studies.paper_regime_study.runner import write_json
 
 BEGIN, END = '<!-- BEGIN GENERATED -->', '<!-- END GENERATED -->'
@@ -42,8 +43,8 @@ def write_rows(results):
     rows = [dict({key: r[key] for key in keys},
                  **{key: r[key] for key in recorded if key in r})
             for r in load_results(results)]
-    with open(os.path.join(results, 'plan.json')) as f:
-        plan = json.load(f)
+    plan = read_json(os.path.join(results, 'plan.json'),
+                     'move it away or use another --results')
     write_json(os.path.join(results, 'results.json'),
                dict(plan=plan, runs=rows))
     return rows
@@ -491,6 +492,5 @@ def write_page(plan, results_dir, page):
         text = head + block + rest.split(END, 1)[1]
     else:
         text = text + '\n' + block + '\n'
-    with open(page + '.tmp', 'w') as f:
-        f.write(text)
-    os.replace(page + '.tmp', page)
+    outputs.write_replacing(page, lambda f: f.write(text), force=True,
+                            text=True)

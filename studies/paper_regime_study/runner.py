@@ -29,7 +29,9 @@ from image_data import in_memory
 from imagenet_job import snapshot_files
 from image_data import make_demo
 from image_data.transforms import resize_for
+from largebatch import outputs
 from largebatch.errors import DIVERGED_STATUS
+from largebatch.errors import InputError
 
 
 def prepare_data(root, idx_dir, plan):
@@ -58,7 +60,8 @@ def prepare_data(root, idx_dir, plan):
                     idx_dir, stem + '-labels-idx1')),
                 per_class, folder + '.partial')
             os.replace(folder + '.partial', folder)
-        in_memory.pack(folder, path, resize_for(plan.crop_size))
+        in_memory.pack(folder, path, resize_for(plan.crop_size),
+                       force=True)
     return paths
 
 
@@ -94,9 +97,8 @@ def run_one(run, plan, data, root, results, trainer):
     """Train (or resume, or skip) one run; return its result, or None when
     it failed or another driver holds it."""
     path = result_path(results, run.name)
-    if os.path.exists(path):
-        with open(path) as f:
-            return json.load(f)
+    if os.path.lexists(path):
+        return read_json(path, REDO)
     run_dir = os.path.join(root, 'runs', run.name)
     os.makedirs(run_dir, exist_ok=True)
     with open(os.path.join(run_dir, 'lock'), 'w') as lock:
@@ -132,8 +134,8 @@ def park(root, results, runs):
         folder = parked_dir(results, run.name)
         shutil.rmtree(folder, ignore_errors=True)
         os.makedirs(folder)
-        shutil.copyfile(os.path.join(run_dir, found[-1]),
-                        os.path.join(folder, found[-1]))
+        copy_file(os.path.join(run_dir, found[-1]),
+                  os.path.join(folder, found[-1]))
         parked.append(run.name)
     return parked
 
@@ -143,8 +145,8 @@ def unpark(name, run_dir, results):
     folder = parked_dir(results, name)
     found = snapshots_in(folder)
     if found and not snapshots_in(run_dir):
-        shutil.copyfile(os.path.join(folder, found[-1]),
-                        os.path.join(run_dir, found[-1]))
+        copy_file(os.path.join(folder, found[-1]),
+                  os.path.join(run_dir, found[-1]))
 
 
 def _train(run, plan, data, run_dir, path, trainer):
@@ -193,8 +195,8 @@ def _train(run, plan, data, run_dir, path, trainer):
                             for e in entries if 'main/loss' in e]
     os.makedirs(os.path.dirname(path), exist_ok=True)
     if entries:  # none when it diverged before its first log line
-        shutil.copyfile(os.path.join(run_dir, 'log'),
-                        path[:-len('.json')] + '.log.json')
+        copy_file(os.path.join(run_dir, 'log'),
+                  path[:-len('.json')] + '.log.json')
     write_json(path, result)
     shutil.rmtree(parked_dir(os.path.dirname(os.path.dirname(path)),
                              run.name), ignore_errors=True)
@@ -207,21 +209,42 @@ def _train(run, plan, data, run_dir, path, trainer):
 
 def write_json(path, value):
     """``value`` as JSON at ``path``, written whole or not at all."""
-    with open(path + '.tmp', 'w') as f:
-        json.dump(value, f, indent=1)
-    os.replace(path + '.tmp', path)
+    outputs.write_replacing(path, lambda f: json.dump(value, f, indent=1),
+                            force=True, text=True)
+
+
+def copy_file(source, path):
+    """``source`` copied to ``path``, written whole or not at all."""
+    with open(source, 'rb') as f:
+        outputs.write_replacing(
+            path, lambda out: shutil.copyfileobj(f, out), force=True)
+
+
+#: What to do with a damaged result: its run is trained again without it.
+REDO = 'move it away to train its run again'
+
+
+def read_json(path, remedy):
+    """The JSON value in ``path``; :class:`InputError` naming it and the
+    ``remedy`` where it is no regular file or no whole JSON (a copy cut
+    short): a run is not trained again over it unasked."""
+    if not snapshot_files.is_regular(path):
+        raise InputError('{}: not a regular file; {}'.format(path, remedy))
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except ValueError as e:
+        raise InputError('{}: not a whole JSON file ({}); {}'.format(
+            path, e, remedy)) from None
 
 
 def load_results(results):
     folder = os.path.join(results, 'runs')
     if not os.path.isdir(folder):
         return []
-    found = []
-    for name in sorted(os.listdir(folder)):
-        if name.endswith('.json') and not name.endswith('.log.json'):
-            with open(os.path.join(folder, name)) as f:
-                found.append(json.load(f))
-    return found
+    return [read_json(os.path.join(folder, name), REDO)
+            for name in sorted(os.listdir(folder))
+            if name.endswith('.json') and not name.endswith('.log.json')]
 
 
 def choose_lr(results, plan):
@@ -239,9 +262,8 @@ def check_plan(results, plan):
     seeds are the same study)."""
     path = os.path.join(results, 'plan.json')
     stored = None
-    if os.path.exists(path):
-        with open(path) as f:
-            stored = json.load(f)
+    if os.path.lexists(path):
+        stored = read_json(path, 'move it away or use another --results')
     mine = json.loads(json.dumps(plan._asdict()))
     if stored is not None and _comparable(stored, mine) != _comparable(
             mine, stored):

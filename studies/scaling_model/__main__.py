@@ -1,13 +1,15 @@
 """Prints the model's predictions for a preset cluster, changed by flags.
 
     python -m studies.scaling_model [--preset mn1|h100] [--gpus N ...]
-        [--sources] [--json] [--plot FILE.png] [--step-time S]
+        [--sources] [--json] [--plot FILE.png [--force]] [--step-time S]
         [--allreduce-time S --allreduce-procs P]
 """
 import argparse
 import dataclasses
 import json
 import sys
+
+from largebatch import outputs
 
 from studies.scaling_model.hardware import (
     DTYPE_BYTES, IMAGENET_TRAIN_IMAGES, RING_ORDERS, UNITS, Workload)
@@ -42,9 +44,12 @@ OVERRIDES = (
 )
 
 
+PROG = 'python -m studies.scaling_model'
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
-        prog='python -m studies.scaling_model',
+        prog=PROG,
         description='Predict time per iteration and time to train ResNet-50 '
                     'for N GPUs (see docs/scaling.md for the model).')
     parser.add_argument('--preset', choices=sorted(PRESETS), default='mn1',
@@ -80,6 +85,8 @@ def parse_args(argv=None):
                              'measurement (default: the gradient in '
                              '--allreduce-dtype)')
     parser.add_argument('--plot', help='write a PNG figure here')
+    parser.add_argument('--force', action='store_true',
+                        help='replace the --plot file if it exists')
     parser.add_argument('--json', action='store_true',
                         help='print the predictions as JSON')
     parser.add_argument('--sources', action='store_true',
@@ -101,7 +108,20 @@ def parse_args(argv=None):
         args.cluster = build_cluster(args)
     except ValueError as e:
         parser.error(str(e))
+    if args.plot:
+        try:  # before the figures are computed
+            outputs.refuse_existing(args.plot, args.force)
+        except outputs.OutputError as e:
+            fail(e)
     return args
+
+
+def fail(error):
+    """End with ``PROG: error: --plot MESSAGE``: the figure not written."""
+    print('{}: error: --plot {}{}'.format(
+        PROG, error, '; --force replaces it'
+        if getattr(error, 'replaceable', False) else ''), file=sys.stderr)
+    sys.exit(2)
 
 
 def build_cluster(args):
@@ -149,9 +169,15 @@ def main(argv=None):
                       r.iteration.total,
                       100 * (r.seconds / PAPER_SECONDS - 1)))
     if args.plot:
-        plot_scaling(rows, args.plot, '{}, {} images per GPU, {} all-reduce'
-                     .format(cluster.name, workload.batch_per_gpu,
-                             workload.allreduce_dtype), paper=paper)
+        title = '{}, {} images per GPU, {} all-reduce'.format(
+            cluster.name, workload.batch_per_gpu, workload.allreduce_dtype)
+        try:
+            outputs.write_replacing(args.plot, lambda f: plot_scaling(
+                rows, f, title, paper=paper), args.force)
+        except outputs.OutputError as e:
+            fail(e)
+        except OSError as e:
+            fail('{}: {}'.format(args.plot, e.strerror or e))
         print('wrote {}'.format(args.plot), file=sys.stderr)
 
 

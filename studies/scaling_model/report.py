@@ -58,8 +58,9 @@ def format_sources(cluster):
 
 
 def plot_scaling(rows, path, title, paper=False):
-    """Write a PNG of time to train (log scale) and scaling efficiency
-    against the number of GPUs; ``paper`` marks the paper's figures."""
+    """Write a PNG (to ``path``, a name or a binary file) of time to train
+    (log scale) and scaling efficiency against the number of GPUs;
+    ``paper`` marks the paper's figures."""
     from PIL import Image, ImageDraw, ImageFont
 
     width, height, margin = 1100, 460, (80, 50, 25, 60)  # left top right bot
@@ -146,4 +147,4 @@ def plot_scaling(rows, path, title, paper=False):
         for value in (PAPER_EFFICIENCY_GPU, PAPER_EFFICIENCY_NODE):
             cross(to_pixel, math.log2(PAPER_GPUS), 100 * value)
         legend(half + margin[0] + 15, bottom, 2, red, 'paper')
-    image.save(path)
+    image.save(path, format='PNG')

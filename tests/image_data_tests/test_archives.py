@@ -106,6 +106,36 @@ def test_outputs_are_refused_unless_forced(official, indexed):
             if name.startswith('.')] == []
 
 
+def test_forced_outputs_replace_a_link_and_never_a_fifo(official, tmp_path):
+    out = tmp_path / 'out'
+    out.mkdir()
+    target = tmp_path / 'precious'
+    target.write_text('keep me')
+    os.symlink(str(target), str(out / 'train.index'))
+    archives.index_archives(*official, str(out), force=True,
+                            progress=archives.Progress(io.StringIO()))
+    assert not (out / 'train.index').is_symlink()
+    assert target.read_text() == 'keep me'
+    os.remove(str(out / 'classes.txt'))
+    os.mkfifo(str(out / 'classes.txt'))
+    with pytest.raises(InputError, match='classes.txt is a FIFO; it is never '
+                       'replaced'):
+        archives.index_archives(*official, str(out), force=True,
+                                progress=archives.Progress(io.StringIO()))
+
+
+def test_make_archives_refuses_what_is_there_in_one_line(tmp_path, capsys):
+    (tmp_path / make_imagenet_archives.VAL_TAR).write_bytes(b'mine')
+    with pytest.raises(SystemExit) as info:
+        make_imagenet_archives.main(['--out', str(tmp_path)])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == (
+        'make_imagenet_archives: error: --out {} exists already\n'.format(
+            tmp_path / make_imagenet_archives.VAL_TAR))
+    assert os.listdir(str(tmp_path)) == [make_imagenet_archives.VAL_TAR]
+    assert (tmp_path / make_imagenet_archives.VAL_TAR).read_bytes() == b'mine'
+
+
 def rewrite_devkit(official, tmp_path, drop=None, meta=None):
     path = str(tmp_path / 'devkit.tar.gz')
     with tarfile.open(official[2]) as source, \

@@ -1,5 +1,7 @@
 """image_data.in_memory: images decoded once give the same examples as the
 files, through the same crop, flip and normalization."""
+import os
+
 import numpy
 import pytest
 from PIL import Image
@@ -133,3 +135,19 @@ def test_read_datasets_refuses_mixed_layouts_and_other_classes(tmp_path):
 def test_missing_file_names_it(tmp_path):
     with pytest.raises(InputError, match='none.npz: no such file'):
         in_memory.load(str(tmp_path / 'none.npz'), SIDE)
+
+
+def test_an_existing_set_is_replaced_only_with_force(folders, tmp_path,
+                                                     capsys):
+    out = tmp_path / 'set.npz'
+    out.write_bytes(b'mine')
+    with pytest.raises(SystemExit) as info:
+        in_memory.main([str(folders), str(out)])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == (
+        'in_memory: {} exists already; --force replaces it\n'.format(out))
+    assert out.read_bytes() == b'mine'
+    in_memory.main([str(folders), str(out), '--force'])
+    assert len(in_memory.load(str(out), SIDE)) == 6
+    assert sorted(os.listdir(str(tmp_path))) == sorted(
+        ['a_first', 'b_second', 'set.npz'])

@@ -85,8 +85,8 @@ def test_resume_of_a_fifo_is_one_line(tmp_path):
 
 def test_a_killed_writers_temporary_files_are_removed(tmp_path):
     leftovers = ['.snapshot_iter_40.tmp1234', '.model.npz.tmp77',
-                 '.space_test99', '.loss.png.tmp0.png']
-    kept = ['snapshot_iter_40', 'log', '.snapshot_iter_40.tmpx']
+                 '.space.tmp99', '.loss.png.tmp0.png']
+    kept = ['snapshot_iter_40', 'log', '.snapshot_iter_40.tmpx', 'args.json']
     for name in leftovers + kept:
         (tmp_path / name).write_bytes(numpy.zeros(3).tobytes())
     lock = run_directory.claim(str(tmp_path))
@@ -94,14 +94,26 @@ def test_a_killed_writers_temporary_files_are_removed(tmp_path):
     assert sorted(os.listdir(str(tmp_path))) == sorted(kept + ['.lock'])
 
 
+def test_temporary_names_outside_a_run_are_left_alone(tmp_path):
+    """A directory with no record of a run holds nothing the trainer wrote:
+    what looks like its temporary files may be a user's."""
+    names = ['.notes.txt.tmp1234', '.space.tmp99', 'launch.sh', 'job.log']
+    for name in names:
+        (tmp_path / name).write_text('mine')
+    run_directory.claim(str(tmp_path)).close()
+    assert sorted(os.listdir(str(tmp_path))) == sorted(names + ['.lock'])
+    assert all((tmp_path / name).read_text() == 'mine' for name in names)
+
+
 def test_a_killed_writers_temporary_link_goes_and_its_target_stays(tmp_path):
     target = tmp_path / 'precious'
     target.write_text('keep me\n')
     out = tmp_path / 'out'
     out.mkdir()
+    (out / 'args.json').write_text('[]')
     os.symlink(str(target), str(out / '.loss.png.tmp0.png'))
     run_directory.claim(str(out)).close()
-    assert os.listdir(str(out)) == ['.lock']
+    assert sorted(os.listdir(str(out))) == ['.lock', 'args.json']
     assert target.read_text() == 'keep me\n'
 
 
@@ -112,6 +124,7 @@ def test_a_link_the_trainer_would_write_through_is_refused(tmp_path, name):
     target.mkdir()
     out = tmp_path / 'out'
     out.mkdir()
+    (out / 'args.json').write_text('[]')
     os.symlink(str(target), str(out / name))
     with pytest.raises(run_directory.FileInTheWay,
                        match=r'^{} is a symbolic link; the trainer writes '

@@ -109,3 +109,64 @@ def test_free_space(tmp_path):
                        r'1024\.0 GiB needed\)'):
         run_directory.check_free_space(str(tmp_path), 2 ** 40)
     assert os.listdir(str(tmp_path)) == []
+
+
+def test_a_directory_of_a_users_files_is_refused_untouched(tmp_path):
+    """``--out .`` in a home folder: nothing there is replaced, removed or
+    added, not even the lock."""
+    names = ['notes.txt', 'args', 'log', '.bashrc.tmp123', 'loss.png']
+    for name in names:
+        (tmp_path / name).write_text('mine: ' + name)
+    before = {name: os.stat(str(tmp_path / name)) for name in names}
+    with pytest.raises(run_directory.NotARun) as info:
+        run_directory.claim(str(tmp_path))
+    assert str(info.value) == (
+        '{} holds files this trainer did not write (args, log, loss.png, '
+        '...); choose a new or empty --out'.format(tmp_path))
+    assert sorted(os.listdir(str(tmp_path))) == sorted(names)
+    for name in names:
+        assert (tmp_path / name).read_text() == 'mine: ' + name
+        assert os.stat(str(tmp_path / name)).st_mtime_ns == \
+            before[name].st_mtime_ns
+
+
+@pytest.mark.parametrize('files, is_run', [
+    ([], False),
+    (['.lock', 'job.record', 'launch.sh', 'job.log', 'hostfile'], True),
+    (['.lock', 'launch.sh', 'job.log', 'hostfile', '.log.tmp9'], False),
+    (['args.json', 'log', 'notes.txt'], True),
+])
+def test_new_empty_or_a_run_of_this_project_is_taken(
+        tmp_path, files, is_run):
+    for name in files:
+        (tmp_path / name).write_text('')
+    assert run_directory.check_owned(str(tmp_path)) == is_run
+    assert run_directory.check_owned(str(tmp_path / 'new')) is False
+
+
+@pytest.mark.parametrize('make', [
+    lambda path: os.mkdir(path),
+    lambda path: os.symlink('elsewhere', path),
+    lambda path: os.mkfifo(path),
+])
+def test_a_record_that_is_no_regular_file_makes_no_run(tmp_path, make):
+    make(str(tmp_path / 'args.json'))
+    with pytest.raises(run_directory.NotARun, match=r'\(args\.json\)'):
+        run_directory.check_owned(str(tmp_path))
+
+
+@pytest.mark.parametrize('make', [
+    lambda path: open(path, 'w').close(),
+    lambda path: os.mkfifo(path),
+])
+def test_a_tensorboard_file_is_refused_at_the_start(tmp_path, make):
+    run_directory.check_folder(str(tmp_path), 'tensorboard')
+    (tmp_path / 'tensorboard').mkdir()
+    run_directory.check_folder(str(tmp_path), 'tensorboard')
+    os.rmdir(str(tmp_path / 'tensorboard'))
+    make(str(tmp_path / 'tensorboard'))
+    with pytest.raises(run_directory.FileInTheWay) as info:
+        run_directory.check_folder(str(tmp_path), 'tensorboard')
+    assert str(info.value) == (
+        '{} is not a folder; the trainer writes its tensorboard files in '
+        'it: move it away'.format(tmp_path / 'tensorboard'))

@@ -281,7 +281,7 @@ def test_resume_from_a_snapshot_that_lacks_a_value_is_refused(demo_snapshot,
     with open(old, 'rb') as f:
         before = f.read()
     msg = one_line_error(SMALL + ['--iterations', '2', '--resume', old,
-                                  '--out', str(tmp_path)])
+                                  '--out', str(tmp_path / 'out')])
     assert msg == ('train_imagenet.py: error: --resume {}: the snapshot holds '
                    'no {}; it was written by another version of this '
                    'trainer; start in a new output directory'.format(
@@ -319,12 +319,12 @@ def test_resume_from_a_damaged_or_foreign_file_is_refused(tmp_path):
     torn = tmp_path / 'snapshot_iter_5'
     torn.write_bytes(b'PK\x03\x04 torn')
     assert 'damaged or incomplete snapshot' in one_line_error(
-        SMALL + ['--resume', str(torn), '--out', str(tmp_path)])
+        SMALL + ['--resume', str(torn), '--out', str(tmp_path / 'out')])
     foreign = str(tmp_path / 'weights.npz')
     numpy.savez(foreign, w=numpy.zeros(3))
     assert zipfile.is_zipfile(foreign)
     assert 'not a snapshot of this trainer' in one_line_error(
-        SMALL + ['--resume', foreign, '--out', str(tmp_path)])
+        SMALL + ['--resume', foreign, '--out', str(tmp_path / 'out')])
 
 
 def test_unwritable_output_directory(tmp_path):
@@ -354,7 +354,8 @@ def test_per_worker_batch_larger_than_its_shard(tmp_path):
 def test_mean_file_of_the_wrong_shape(tmp_path):
     mean = str(tmp_path / 'mean.npy')
     numpy.save(mean, numpy.zeros((3, 224, 224)))
-    msg = one_line_error(SMALL + ['--mean', mean, '--out', str(tmp_path)])
+    msg = one_line_error(SMALL + ['--mean', mean, '--out',
+                                  str(tmp_path / 'out')])
     assert '--mean {}: shape (3, 224, 224) is neither (3,) nor (3, 37, 37)'\
         .format(mean) in msg
 
@@ -439,6 +440,7 @@ def test_ctrl_c_stops_a_run_without_a_launcher_with_a_snapshot(tmp_path):
 def test_output_of_another_run_is_never_overwritten(tmp_path):
     out = tmp_path / 'run'
     out.mkdir()
+    (out / 'args.json').write_text('[]')
     (out / 'log').write_text('[]')
     (out / 'snapshot_iter_7').write_bytes(b'an earlier run')
     msg = one_line_error(TINY + ['--iterations', '1', '--out', str(out)])
@@ -447,6 +449,41 @@ def test_output_of_another_run_is_never_overwritten(tmp_path):
                         '--out'.format(out))
     assert (out / 'log').read_text() == '[]'
     assert (out / 'snapshot_iter_7').read_bytes() == b'an earlier run'
+
+
+@pytest.mark.parametrize('resume', [[], ['--resume', 'auto']])
+def test_a_folder_of_a_users_files_is_refused_and_left_as_it_is(tmp_path,
+                                                                resume):
+    """``--out .`` in a home folder: its ``log``, ``args`` and hidden files
+    named like the trainer's temporary ones are the user's."""
+    names = ['notes.txt', 'log', 'args', 'loss.png', '.bashrc.tmp1234']
+    for name in names:
+        (tmp_path / name).write_text('mine: ' + name)
+        os.utime(str(tmp_path / name), ns=(10 ** 18, 10 ** 18))
+    msg = one_line_error(TINY + ['--iterations', '1', '--out',
+                                 str(tmp_path)] + resume)
+    assert msg == ('train_imagenet.py: error: --out {} holds files this '
+                   'trainer did not write (args, log, loss.png, ...); choose '
+                   'a new or empty --out'.format(tmp_path))
+    assert sorted(os.listdir(str(tmp_path))) == sorted(names)
+    for name in names:
+        assert (tmp_path / name).read_text() == 'mine: ' + name
+        assert os.stat(str(tmp_path / name)).st_mtime_ns == 10 ** 18
+
+
+def test_a_file_at_out_tensorboard_is_refused_at_the_start(tmp_path):
+    out = tmp_path / 'run'
+    out.mkdir()
+    (out / 'args.json').write_text('[]')
+    (out / 'tensorboard').write_text('mine')
+    msg = one_line_error(TINY + ['--iterations', '1', '--resume', 'auto',
+                                 '--tensorboard', '--out', str(out)])
+    assert msg == ('train_imagenet.py: error: --out {} is not a folder; the '
+                   'trainer writes its tensorboard files in it: move it away'
+                   .format(out / 'tensorboard'))
+    assert (out / 'tensorboard').read_text() == 'mine'
+    assert sorted(os.listdir(str(out))) == ['.lock', 'args.json',
+                                            'tensorboard']
 
 
 def test_a_running_jobs_output_is_locked(tmp_path):

@@ -229,6 +229,74 @@ def test_the_onnx_graph_gives_the_same_classes_and_logits(trained,
     assert {'crop_size', 'mean', 'class_names'} <= props
 
 
+def export(*args):
+    return subprocess.run([sys.executable, 'export_onnx.py'] + list(args),
+                          cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.parametrize('make, force, message', [
+    (lambda model, out: out.write_bytes(b'mine'), False,
+     '{out} exists already; --force replaces it'),
+    (lambda model, out: os.symlink('elsewhere', str(out)), False,
+     '{out} exists already; --force replaces it'),
+    (lambda model, out: os.link(str(model), str(out)), True,
+     '{out} is the input {model}; write the output elsewhere'),
+    (lambda model, out: os.mkfifo(str(out)), True,
+     '{out} is a FIFO; it is never replaced'),
+    (lambda model, out: out.mkdir(), True,
+     '{out} is a folder; it is never replaced'),
+    (None, True, '{out}: its folder {out.parent} does not exist'),
+])
+def test_export_refuses_what_lies_at_out_in_one_line(tmp_path, make, force,
+                                                     message):
+    model = tmp_path / 'model.npz'
+    model.write_bytes(b'the trained model')
+    out = tmp_path / 'out.onnx'
+    if make is None:
+        out = tmp_path / 'missing' / 'out.onnx'
+    else:
+        make(model, out)
+    before = sorted(os.listdir(str(tmp_path)))
+    proc = export(str(model), str(out), *(['--force'] if force else []))
+    assert proc.returncode == 2
+    assert proc.stderr == 'export_onnx.py: error: {}\n'.format(
+        message.format(out=out, model=model))
+    assert model.read_bytes() == b'the trained model'
+    assert sorted(os.listdir(str(tmp_path))) == before
+
+
+def test_export_over_its_own_input_is_refused_even_with_force(trained):
+    out, _ = trained
+    model = os.path.join(out, 'model.npz')
+    with open(model, 'rb') as f:
+        content = f.read()
+    for path in (model, os.path.join(out, '.', 'model.npz')):
+        proc = export(model, path, '--force')
+        assert proc.returncode == 2
+        assert proc.stderr == ('export_onnx.py: error: {} is the input {}; '
+                               'write the output elsewhere\n'.format(
+                                   path, model))
+    with open(model, 'rb') as f:
+        assert f.read() == content
+
+
+def test_export_with_force_replaces_a_link_not_its_target(trained,
+                                                          tmp_path):
+    pytest.importorskip('onnx')
+    out, _ = trained
+    target = tmp_path / 'precious'
+    target.write_text('keep me')
+    onnx_path = tmp_path / 'model.onnx'
+    os.symlink(str(target), str(onnx_path))
+    proc = export(os.path.join(out, 'model.npz'), str(onnx_path), '--force')
+    assert proc.returncode == 0, proc.stderr
+    assert not onnx_path.is_symlink()
+    assert onnx_path.read_bytes()[:2] != b'ke' and onnx_path.stat().st_size
+    assert target.read_text() == 'keep me'
+    assert sorted(os.listdir(str(tmp_path))) == ['model.onnx', 'precious']
+
+
 def test_initmodel_starts_a_run_from_a_model_with_a_new_head(
         trained, tmp_path):
     out, _ = trained

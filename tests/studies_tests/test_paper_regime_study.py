@@ -592,3 +592,44 @@ def test_the_page_names_the_machines_runs_recorded():
         "- trained on: CPU x 2, OpenBLAS kernels: the CPU's own",
         '- not recorded (see the Reading): 1 runs, finished before runs '
         'recorded their machine']
+
+
+def report_only(results, page):
+    return subprocess.run(
+        [sys.executable, '-m', 'studies.paper_regime_study', '--report-only',
+         '--quick', '--results', str(results), '--page', str(page)],
+        cwd=trainer_runs.REPO, capture_output=True, text=True, timeout=300)
+
+
+def test_a_truncated_result_is_one_line_and_kept(tmp_path):
+    """A result cut short (a copy, a full disk elsewhere) is named, not
+    trained over: the user moves it away to train its run again."""
+    run = regime.sweep_runs(regime.QUICK)[0]
+    path = runner.result_path(str(tmp_path / 'results'), run.name)
+    os.makedirs(os.path.dirname(path))
+    with open(path, 'w') as f:
+        f.write('{"name": "' + run.name)
+    with pytest.raises(runner.InputError, match='move it away to train its '
+                       'run again$'):
+        runner.run_one(run, regime.QUICK, ('T', 'V'), str(tmp_path / 'out'),
+                       str(tmp_path / 'results'), 'no-trainer')
+    assert not os.path.exists(tmp_path / 'out')
+    proc = report_only(tmp_path / 'results', tmp_path / 'page.md')
+    assert proc.returncode == 2
+    assert proc.stderr.startswith('paper_regime_study: error: {}: not a '
+                                  'whole JSON file ('.format(path))
+    assert len(proc.stderr.splitlines()) == 1
+    with open(path) as f:
+        assert f.read() == '{"name": "' + run.name
+    assert not os.path.exists(tmp_path / 'page.md')
+
+
+def test_a_truncated_plan_is_one_line(tmp_path):
+    (tmp_path / 'plan.json').write_text('{"epochs": ')
+    proc = report_only(tmp_path, tmp_path / 'page.md')
+    assert proc.returncode == 2
+    assert proc.stderr.startswith('paper_regime_study: error: {}: not a '
+                                  'whole JSON file ('.format(
+                                      tmp_path / 'plan.json'))
+    assert proc.stderr.endswith('; move it away or use another --results\n')
+    assert (tmp_path / 'plan.json').read_text() == '{"epochs": '

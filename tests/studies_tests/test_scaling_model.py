@@ -2,6 +2,7 @@
 monotonicity, the paper's 15 minutes, measured inputs and the CLI."""
 import dataclasses
 import json
+import os
 
 import pytest
 from PIL import Image
@@ -134,6 +135,45 @@ def test_cli_table_and_plot(tmp_path, capsys):
                 if line.strip().startswith(('1 ', '8 ', '1024 '))]) == 3
     with Image.open(png) as image:
         assert image.size == (1100, 460)
+
+
+@pytest.mark.parametrize('make, force, message', [
+    (lambda plot: plot.write_bytes(b'mine'), False,
+     '{plot} exists already; --force replaces it'),
+    (lambda plot: os.symlink('precious', str(plot)), False,
+     '{plot} exists already; --force replaces it'),
+    (lambda plot: os.mkfifo(str(plot)), True,
+     '{plot} is a FIFO; it is never replaced'),
+    (None, False, '{plot}: its folder {plot.parent} does not exist'),
+])
+def test_cli_plot_refused_in_one_line(tmp_path, capsys, make, force,
+                                      message):
+    plot = tmp_path / 'scaling.png'
+    if make is None:
+        plot = tmp_path / 'missing' / 'scaling.png'
+    else:
+        make(plot)
+    before = sorted(os.listdir(str(tmp_path)))
+    with pytest.raises(SystemExit) as info:
+        cli.main(['--gpus', '8', '--plot', str(plot)] +
+                 (['--force'] if force else []))
+    assert info.value.code == 2
+    assert capsys.readouterr().err == (
+        'python -m studies.scaling_model: error: --plot {}\n'.format(
+            message.format(plot=plot)))
+    assert sorted(os.listdir(str(tmp_path))) == before
+
+
+def test_cli_plot_with_force_replaces_a_link_not_its_target(tmp_path):
+    target = tmp_path / 'precious'
+    target.write_bytes(b'keep me')
+    plot = tmp_path / 'scaling.png'
+    os.symlink(str(target), str(plot))
+    cli.main(['--gpus', '8', '--plot', str(plot), '--force'])
+    assert not plot.is_symlink()
+    with Image.open(plot) as image:
+        assert image.size == (1100, 460)
+    assert target.read_bytes() == b'keep me'
 
 
 def test_cli_modern_cluster_and_measured_figures(capsys):
