@@ -125,6 +125,14 @@ class NpyFile(object):
         self.close()
 
 
+def _read_through(archive, info):
+    """Read member ``info`` of the zip ``archive`` a block at a time, so
+    that zipfile checks its CRC (BadZipFile or zlib's error if it fails)."""
+    with archive.open(info) as member:
+        while member.read(1 << 20):
+            pass
+
+
 def fails_its_crc(data):
     """Whether a member of the .npz archive ``data`` (bytes) fails its
     CRC-32: a header refused by :class:`NpzFile` may be one a flipped bit
@@ -134,9 +142,7 @@ def fails_its_crc(data):
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             for info in archive.infolist():
                 if info.file_size <= max(TINY, MAX_RATIO * info.compress_size):
-                    with archive.open(info) as member:
-                        while member.read(1 << 20):
-                            pass
+                    _read_through(archive, info)
     except (zipfile.BadZipFile, EOFError, zlib.error):
         return True
     return False
@@ -195,9 +201,7 @@ class NpzFile(object):
         """Read every member through, a block at a time, so that zipfile
         checks its CRC: BadZipFile (or zlib's error) for a damaged one."""
         for info, _ in self._members.values():
-            with self.zip.open(info) as member:
-                while member.read(1 << 20):
-                    pass
+            _read_through(self.zip, info)
 
     def close(self):
         self.zip.close()

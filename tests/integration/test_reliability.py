@@ -657,12 +657,27 @@ def test_a_stopped_rank_ends_the_job_within_the_stall_timeout(tmp_path,
                      r'\(exit 5\)'.format(stopped), stderr), stderr[-2000:]
 
 
-def wait_for_file(path, proc, timeout=120):
-    deadline = time.time() + timeout
-    while not os.path.exists(path):
-        assert proc.poll() is None, proc.communicate()[1][-2000:]
-        assert time.time() < deadline, 'never blocked'
-        time.sleep(0.2)
+def run_blocked(command, blocked, stop=None, timeout=90):
+    """Run ``command`` (train_blocked.py's), which blocks in a read and then
+    creates ``blocked``; send it ``stop`` then, if given. The seconds from
+    the block to its end, its exit status and its stderr."""
+    proc = subprocess.Popen(
+        command, cwd=REPO,
+        env=dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=REPO),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not os.path.exists(blocked):
+            assert proc.poll() is None, proc.communicate()[1][-2000:]
+            assert time.time() < deadline, 'never blocked'
+            time.sleep(0.2)
+        if stop:
+            proc.send_signal(stop)
+        start = time.time()
+        _, stderr = proc.communicate(timeout=timeout)
+    finally:
+        proc.kill()
+    return time.time() - start, proc.returncode, stderr
 
 
 @pytest.mark.parametrize('phase,where', [
@@ -675,21 +690,12 @@ def test_a_rank_blocked_in_a_read_ends_the_job(tmp_path, phase, where):
     ends within the stall timeout plus 30 s, naming rank 1 alone (rank 0,
     which waits for it in a collective, is ahead of it)."""
     blocked = str(tmp_path / 'blocked')
-    proc = subprocess.Popen(
-        mpi_command(2, ['tests/mpi_scripts/train_blocked.py', '1', phase,
-                        blocked] + TINY[1:] + [
-                            '--iterations', '2', '--stall-timeout', '8',
-                            '--out', str(tmp_path / 'out')]),
-        cwd=REPO, env=dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=REPO),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for_file(blocked, proc)
-        start = time.time()
-        _, stderr = proc.communicate(timeout=8 + 60)
-    finally:
-        proc.kill()
-    assert time.time() - start < 8 + 30
-    assert proc.returncode == errors.STALLED_STATUS, stderr[-2000:]
+    seconds, status, stderr = run_blocked(mpi_command(2, [
+        'tests/mpi_scripts/train_blocked.py', '1', phase, blocked] + TINY[1:]
+        + ['--iterations', '2', '--stall-timeout', '8', '--out',
+           str(tmp_path / 'out')]), blocked)
+    assert seconds < 8 + 30
+    assert status == errors.STALLED_STATUS, stderr[-2000:]
     assert re.search(r'error: no progress within --stall-timeout 8 s: rank 1 '
                      r'on \S+ has made no progress for \d+ s in {}; ending '
                      r'the job \(exit 5\)$'.format(where), stderr,
@@ -701,21 +707,13 @@ def test_one_stop_signal_ends_a_one_process_run_blocked_in_a_read(tmp_path):
     stop after an update, so 30 s later it ends with its line (the stall
     timeout, 600 s, is far off)."""
     blocked = str(tmp_path / 'blocked')
-    proc = subprocess.Popen(
-        [sys.executable, 'tests/mpi_scripts/train_blocked.py', '0',
-         'validation', blocked] + TINY[1:] + [
-             '--iterations', '2', '--out', str(tmp_path / 'out')],
-        cwd=REPO, env=dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=REPO),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for_file(blocked, proc)
-        proc.send_signal(signal.SIGTERM)
-        start = time.time()
-        _, stderr = proc.communicate(timeout=90)
-    finally:
-        proc.kill()
-    assert time.time() - start < 30 + 15
-    assert proc.returncode == errors.STALLED_STATUS, stderr[-2000:]
+    seconds, status, stderr = run_blocked([
+        sys.executable, 'tests/mpi_scripts/train_blocked.py', '0',
+        'validation', blocked] + TINY[1:] + [
+            '--iterations', '2', '--out', str(tmp_path / 'out')], blocked,
+        stop=signal.SIGTERM)
+    assert seconds < 30 + 15
+    assert status == errors.STALLED_STATUS, stderr[-2000:]
     assert re.search(r'error: no progress within 30 s of a stop signal: rank '
                      r'0 on \S+ received a stop signal and has made no '
                      r'progress for 3\d s since, in the extensions after '
