@@ -43,10 +43,9 @@ def prepare_data(root, idx_dir, plan):
     if all(os.path.exists(p) for p in paths):
         return paths
     if not os.path.isdir(idx_dir):
-        raise SystemExit(
-            'paper_regime_study: no Fashion-MNIST in {}; install it with '
-            '`apt-get install dataset-fashion-mnist` or pass --idx-dir'
-            .format(idx_dir))
+        raise InputError(
+            'no Fashion-MNIST in {}; install it with `apt-get install '
+            'dataset-fashion-mnist` or pass --idx-dir'.format(idx_dir))
     for (split, stem, per_class), path in zip(
             (('train', 'train', plan.train_per_class),
              ('val', 't10k', plan.val_per_class)), paths):
@@ -267,9 +266,8 @@ def check_plan(results, plan):
     mine = json.loads(json.dumps(plan._asdict()))
     if stored is not None and _comparable(stored, mine) != _comparable(
             mine, stored):
-        raise SystemExit('paper_regime_study: {} holds a study with another '
-                         'plan ({}); use another --results'.format(
-                             results, stored))
+        raise InputError('{} holds a study with another plan ({}); use '
+                         'another --results'.format(results, stored))
     os.makedirs(results, exist_ok=True)
     write_json(path, mine)
 
@@ -331,8 +329,8 @@ def run_study(plan, root, results, trainer, jobs, idx_dir, on_result,
         known = {run.name for run in sweep_runs(plan) + runs_at(plan, 0.)}
         unknown = [name for name in names if name not in known]
         if unknown:
-            raise SystemExit('paper_regime_study: no run named {} (the '
-                             'names of docs/large_batch_study/runs)'.format(
+            raise InputError('no run named {} (the names of '
+                             'docs/large_batch_study/runs)'.format(
                                  ', '.join(unknown)))
     data = prepare_data(root, idx_dir, plan)
     run_all(chosen(sweep_runs(plan)), plan, data, root, results, trainer,

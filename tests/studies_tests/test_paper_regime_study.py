@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from largebatch.errors import InputError
 from studies import trainer_runs
 from studies.paper_regime_study import regime
 from studies.paper_regime_study import report
@@ -135,7 +136,7 @@ def test_a_run_with_a_stored_result_is_not_trained(tmp_path):
 def test_another_plan_in_the_same_results_is_refused(tmp_path):
     runner.check_plan(str(tmp_path), regime.QUICK)
     runner.check_plan(str(tmp_path), regime.QUICK._replace(seeds=5))
-    with pytest.raises(SystemExit, match='another plan'):
+    with pytest.raises(InputError, match='another plan'):
         runner.check_plan(str(tmp_path), regime.QUICK._replace(epochs=3))
 
 
@@ -149,10 +150,10 @@ def test_paper_runs_in_another_order_or_with_other_seeds_are_one_plan(
         paper_runs=runs + (('you2017', 1), ('reference', 2))))
     runner.check_plan(str(tmp_path), regime.FULL._replace(
         paper_runs=runs + (('reference', 2),)))
-    with pytest.raises(SystemExit, match='another plan'):
+    with pytest.raises(InputError, match='another plan'):
         runner.check_plan(str(tmp_path), regime.FULL._replace(
             paper_runs=runs + (('sgd', 0),)))
-    with pytest.raises(SystemExit, match='another plan'):
+    with pytest.raises(InputError, match='another plan'):
         runner.check_plan(str(tmp_path), regime.FULL._replace(
             paper_runs=tuple(r for r in runs if r[0] != 'you2017')))
 
@@ -243,7 +244,7 @@ def test_ablations_pair_each_run_with_the_whole_recipe_at_its_k():
 
 
 def test_missing_fashion_mnist_says_how_to_install_it(tmp_path):
-    with pytest.raises(SystemExit, match='apt-get install dataset-fashion'):
+    with pytest.raises(InputError, match='apt-get install dataset-fashion'):
         runner.prepare_data(str(tmp_path), str(tmp_path / 'none'),
                             regime.QUICK)
 
@@ -294,7 +295,7 @@ def test_a_plan_that_adds_stages_continues_the_stored_study(tmp_path):
     with open(tmp_path / 'plan.json', 'w') as f:
         json.dump(older, f)
     runner.check_plan(str(tmp_path), regime.QUICK)
-    with pytest.raises(SystemExit, match='another plan'):
+    with pytest.raises(InputError, match='another plan'):
         runner.check_plan(str(tmp_path), regime.QUICK._replace(k=8))
 
 
@@ -466,12 +467,12 @@ def test_a_driver_trains_only_the_runs_it_is_named(tmp_path, monkeypatch):
                      'idx', lambda: None, stages=('paper-fp16',),
                      names=names)
     assert [r.name for r in trained] == [rq2[-1].name]
-    with pytest.raises(SystemExit) as e:
+    with pytest.raises(InputError) as e:
         runner.run_study(plan, str(tmp_path / 'out'), results, 'trainer', 1,
                          'idx', lambda: None, names=('reference-seed9',
                                                      rq2[0].name))
-    assert str(e.value) == ('paper_regime_study: no run named reference-'
-                            'seed9 (the names of docs/large_batch_study/runs)')
+    assert str(e.value) == ('no run named reference-seed9 (the names of '
+                            'docs/large_batch_study/runs)')
 
 
 def test_rq2_runs_on_the_papers_schedule_are_their_own_stages():
@@ -633,3 +634,13 @@ def test_a_truncated_plan_is_one_line(tmp_path):
                                       tmp_path / 'plan.json'))
     assert proc.stderr.endswith('; move it away or use another --results\n')
     assert (tmp_path / 'plan.json').read_text() == '{"epochs": '
+
+
+def test_results_of_another_plan_are_one_line(tmp_path):
+    (tmp_path / 'plan.json').write_text('{"epochs": 999}')
+    proc = report_only(tmp_path, tmp_path / 'page.md')
+    assert proc.returncode == 2
+    assert proc.stderr.startswith('paper_regime_study: error: {} holds a '
+                                  'study with another plan ('.format(
+                                      tmp_path))
+    assert proc.stderr.count('\n') == 1
