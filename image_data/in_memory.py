@@ -23,6 +23,7 @@ import zipfile
 import numpy
 
 from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
+from largebatch import npz_members
 from largebatch import outputs
 from image_data import image_list
 from image_data.decoding import load_square
@@ -79,6 +80,23 @@ def pack(path, out, side, root='.', force=False):
     return len(pairs)
 
 
+def _check_layout(path, images, labels, side):
+    """Refuse, from their headers, arrays that are not N uint8 images
+    ``(N, side, side, 3)`` and N integer labels."""
+    if images.dtype != numpy.uint8 or len(images.shape) != 4 \
+            or images.shape[3] != 3 or labels.shape != images.shape[:1] \
+            or labels.dtype.kind not in 'iu' or images.shape[0] == 0:
+        raise InputError('{}: expected uint8 images (N, side, side, 3) and N '
+                         'integer labels, N > 0, got {} {} and {} {} labels'
+                         .format(path, images.dtype, images.shape,
+                                 labels.dtype, labels.shape))
+    if images.shape[1:3] != (side, side):
+        raise InputError(
+            '{}: images are {}x{} px, this crop size needs {} (pack it again '
+            'at this crop size)'.format(path, images.shape[1],
+                                        images.shape[2], side))
+
+
 def load(path, side):
     """The :class:`InMemoryDataset` of the ``.npz`` ``path``, checked to
     hold ``side`` px images (the resized side of the crop size)."""
@@ -88,22 +106,18 @@ def load(path, side):
         raise InputError('dataset {}: not an .npz (no zip archive), as python '
                          '-m image_data.in_memory writes'.format(path))
     try:
-        with numpy.load(path) as npz:
+        with npz_members.NpzFile(path) as npz:
+            _check_layout(path, npz.header('images'), npz.header('labels'),
+                          side)
             images, labels = npz['images'], npz['labels']
             class_names = npz['class_names'].tolist() \
-                if 'class_names' in npz.files else []
+                if 'class_names' in npz else []
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
+        if isinstance(e, InputError):
+            raise InputError('dataset {}'.format(e)) from None
         raise InputError('dataset {}: not an .npz of images and labels, as '
                          'python -m image_data.in_memory writes ({})'
                          .format(path, e))
-    if images.dtype != numpy.uint8 or images.ndim != 4 \
-            or images.shape[3] != 3 or labels.shape != images.shape[:1] \
-            or labels.dtype.kind not in 'iu' or len(images) == 0:
-        raise InputError('dataset {}: expected uint8 images (N, side, side, '
-                         '3) and N integer labels, N > 0, got {} {} and '
-                         '{} {} labels'.format(path, images.dtype,
-                                               images.shape, labels.dtype,
-                                               labels.shape))
     bad = numpy.flatnonzero((labels < 0) |
                             (labels > numpy.iinfo(numpy.int32).max))
     if len(bad):
@@ -113,11 +127,6 @@ def load(path, side):
             isinstance(name, str) for name in class_names):
         raise InputError('dataset {}: class_names is not a list of names'
                          .format(path))
-    if images.shape[1:3] != (side, side):
-        raise InputError(
-            'dataset {}: images are {}x{} px, this crop size needs {} (pack '
-            'it again at this crop size)'.format(
-                path, images.shape[1], images.shape[2], side))
     return InMemoryDataset(images, labels, class_names)
 
 

@@ -1,6 +1,8 @@
 """image_data.in_memory: images decoded once give the same examples as the
 files, through the same crop, flip and normalization."""
+import io
 import os
+import zipfile
 
 import numpy
 import pytest
@@ -151,3 +153,22 @@ def test_an_existing_set_is_replaced_only_with_force(folders, tmp_path,
     assert len(in_memory.load(str(out), SIDE)) == 6
     assert sorted(os.listdir(str(tmp_path))) == sorted(
         ['a_first', 'b_second', 'set.npz'])
+
+
+def test_a_set_whose_header_misdescribes_its_images_is_one_line(tmp_path):
+    """The members' headers are read before any payload: images that
+    declare a million 64 px images in a few bytes are refused, named."""
+    path = str(tmp_path / 'train.npz')
+    header = io.BytesIO()
+    numpy.lib.format.write_array_header_1_0(header, {
+        'shape': (1 << 20, 64, 64, 3), 'fortran_order': False,
+        'descr': '|u1'})
+    with zipfile.ZipFile(path, 'w') as archive:
+        archive.writestr('images.npy', header.getvalue() + b'\0' * 64)
+        labels = io.BytesIO()
+        numpy.save(labels, numpy.zeros(1 << 20, numpy.int32))
+        archive.writestr('labels.npy', labels.getvalue())
+    with pytest.raises(InputError) as e:
+        in_memory.load(path, 64)
+    assert str(e.value).startswith('dataset {}: images'.format(path))
+    assert '\n' not in str(e.value)
