@@ -57,6 +57,16 @@ def from_resnet50_layers(layers, network):
     from_chainer_arrays(_arrays(layers), network)
 
 
+def chainer_shapes(network):
+    """The shape of every array :func:`from_chainer_arrays` reads for
+    ``network``, by its ``ResNet50Layers`` name: a file's headers can be
+    checked against them before any array is read."""
+    shapes = {chainer_name(name): array.shape
+              for name, array in _arrays(network).items()}
+    shapes[CHAINER_ONLY] = network.bn1.avg_mean.shape
+    return shapes
+
+
 def from_chainer_arrays(theirs, network):
     """:func:`from_resnet50_layers` from ``ResNet50Layers``' arrays by name
     (a ``ResNet-50-model.npz`` as loaded)."""

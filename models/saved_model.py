@@ -135,6 +135,12 @@ def _load(archive, path):
         metadata = {'arch': 'resnet50', 'width': 1.0,
                     'n_class': archive.header('fc6/W').shape[0]}
         network = _build(metadata, path)
+        for name, shape in chainer_resnet50.chainer_shapes(network).items():
+            if name in archive and archive.header(name).shape != shape:
+                raise InputError('{}: not a ResNet50Layers model ({} has '
+                                 'shape {}, ResNet-50 {})'.format(
+                                     path, name, archive.header(name).shape,
+                                     shape))
         try:
             chainer_resnet50.from_chainer_arrays(archive, network)
         except (KeyError, ValueError) as e:

@@ -1,10 +1,14 @@
 """A full-width 1000-class model of this trainer loads into Chainer's
 ResNet50Layers and back, and ResNet50Layers' arrays (its conv1 bias
 folded) start one, computing the same logits."""
+import io
+import zipfile
+
 import chainer
 import numpy
 import pytest
 
+from largebatch.errors import InputError
 import models
 from models import chainer_resnet50
 
@@ -55,3 +59,23 @@ def test_resnet50_layers_start_a_model_with_conv1s_bias_folded(pair,
     assert_close(mine, chainers)
     assert chainer_resnet50.chainer_name('/res3/2/bn1/gamma') == \
         'res3/b2/bn1/gamma'
+
+
+def test_an_array_of_another_shape_is_refused_from_its_header(pair,
+                                                              tmp_path):
+    _, theirs, _ = pair
+    saved = str(tmp_path / 'saved.npz')
+    chainer.serializers.save_npz(saved, theirs, compression=False)
+    path = str(tmp_path / 'ResNet-50-model.npz')
+    other = io.BytesIO()
+    numpy.save(other, numpy.zeros((3, 3), numpy.float32))
+    with zipfile.ZipFile(saved) as source, zipfile.ZipFile(path, 'w') as out:
+        for info in source.infolist():
+            out.writestr(info.filename, other.getvalue()
+                         if info.filename == 'res2/a/conv2/W.npy'
+                         else source.read(info))
+    with pytest.raises(InputError) as e:
+        models.saved_model.load(path)
+    assert str(e.value) == (
+        '{}: not a ResNet50Layers model (res2/a/conv2/W has shape (3, 3), '
+        'ResNet-50 (64, 64, 3, 3))'.format(path))
