@@ -30,6 +30,7 @@ import time
 
 import numpy
 
+from largebatch import input_files
 from largebatch import outputs
 from largebatch.errors import InputError
 from image_data import imagenet_devkit
@@ -246,10 +247,7 @@ def _open_archive(path):
 def _check_regular(what, path):
     """Raise unless ``path`` is a regular file (a FIFO would block the
     open, a device never end)."""
-    if not os.path.exists(path):
-        raise InputError('{} {}: no such file'.format(what, path))
-    if not os.path.isfile(path):
-        raise InputError('{} {}: not a regular file'.format(what, path))
+    input_files.check_regular(path, what)
 
 
 def _is_tar_of_tars(path):

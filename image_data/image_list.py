@@ -11,6 +11,7 @@ import numpy
 
 from image_data import index_file
 from image_data.image_index import ImageIndex
+from largebatch import input_files
 from largebatch.errors import InputError
 
 IMAGE_EXTENSIONS = ('.jpeg', '.jpg', '.png', '.bmp', '.ppm', '.gif', '.tif',
@@ -21,8 +22,7 @@ _INT32 = numpy.iinfo(numpy.int32)
 def read_list_file(path, root='.'):
     """The ``relative/path.JPEG label`` lines of ``path``; paths are
     relative to ``root``."""
-    if not os.path.isfile(path):
-        raise InputError('list file {}: no such file'.format(path))
+    input_files.check_regular(path, 'list file')
     with open(path, 'rb') as f:
         index = ImageIndex(root, _list_entries(_text_lines(f, path), path,
                                                root))

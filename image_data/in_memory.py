@@ -23,6 +23,7 @@ import zipfile
 import numpy
 
 from largebatch import chainer_compat  # NOQA: F401 (before chainer, NumPy 2)
+from largebatch import input_files
 from largebatch import npz_members
 from largebatch import outputs
 from image_data import image_list
@@ -100,8 +101,7 @@ def _check_layout(path, images, labels, side):
 def load(path, side):
     """The :class:`InMemoryDataset` of the ``.npz`` ``path``, checked to
     hold ``side`` px images (the resized side of the crop size)."""
-    if not os.path.isfile(path):
-        raise InputError('dataset {}: no such file'.format(path))
+    input_files.check_regular(path, 'dataset')
     if not zipfile.is_zipfile(path):
         raise InputError('dataset {}: not an .npz (no zip archive), as python '
                          '-m image_data.in_memory writes'.format(path))

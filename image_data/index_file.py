@@ -23,6 +23,7 @@ import struct
 
 import numpy
 
+from largebatch import input_files
 from largebatch.errors import InputError
 from image_data.archive_members import Archive
 from image_data.image_index import ImageIndex
@@ -76,8 +77,7 @@ def read_header(path):
 
 
 def _open(path):
-    if not os.path.isfile(path):
-        raise InputError('index {}: no such file'.format(path))
+    input_files.check_regular(path, 'index')
     try:
         return open(path, 'rb')
     except OSError as e:

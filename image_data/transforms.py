@@ -12,7 +12,6 @@ image is resized, unless the image is enlarged (:mod:`image_data.crop_window`);
 :func:`image_data.decoding.load_square` does (a few pixels differ by one level
 between the two).
 """
-import os
 
 import chainer
 import numpy
@@ -23,6 +22,7 @@ from image_data.decoding import load_rgb
 from image_data.decoding import load_square
 from image_data.decoding import MAX_IMAGE_BYTES
 from image_data.decoding import UndecodableImageError
+from largebatch import input_files
 from largebatch import npz_members
 from largebatch.errors import InputError
 from largebatch.errors import ParameterError
@@ -49,8 +49,7 @@ def load_mean(path, resize):
     """
     if path is None:
         return IMAGENET_MEAN
-    if not os.path.isfile(path):
-        raise InputError('{}: no such file'.format(path))
+    input_files.check_regular(path)
     with open(path, 'rb') as f:
         magic = f.read(len(NPY_MAGIC))
     if magic != NPY_MAGIC:

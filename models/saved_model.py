@@ -13,7 +13,6 @@ the same plain network as the trainer's own model.npz, with
 """
 import functools
 import json
-import os
 import zipfile
 import zlib
 
@@ -21,6 +20,7 @@ import chainer
 from chainer.serializers import npz
 import numpy
 
+from largebatch import input_files
 from largebatch import npz_members
 from largebatch.errors import InputError
 from models import chainer_layers
@@ -91,8 +91,7 @@ def load(path):
     :class:`ModelFile`; a snapshot's or an older model's have the
     architecture, width and class count). :class:`InputError` naming the
     file for anything else."""
-    if not os.path.isfile(path):
-        raise InputError('{}: no such file'.format(path))
+    input_files.check_regular(path)
     if not zipfile.is_zipfile(path):
         raise InputError('{}: not a model.npz or snapshot (not an .npz '
                          'archive)'.format(path))

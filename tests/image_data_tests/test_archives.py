@@ -288,7 +288,7 @@ def test_fifos_and_missing_files_are_named_without_blocking(official,
     paths = list(official)
     paths[which] = str(tmp_path / 'fifo')
     os.mkfifo(paths[which])
-    with pytest.raises(InputError, match='fifo: not a regular file'):
+    with pytest.raises(InputError, match='fifo: a FIFO, not a regular file'):
         index(tmp_path, *paths)
     paths[which] = str(tmp_path / 'missing')
     with pytest.raises(InputError, match='missing: no such file'):
