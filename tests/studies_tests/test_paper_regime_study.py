@@ -3,6 +3,7 @@ the choice of the reference lr, skipping finished runs and the page;
 tests/integration runs the quick study."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -625,22 +626,15 @@ def test_a_truncated_result_is_one_line_and_kept(tmp_path):
     assert not os.path.exists(tmp_path / 'page.md')
 
 
-def test_a_truncated_plan_is_one_line(tmp_path):
-    (tmp_path / 'plan.json').write_text('{"epochs": ')
+@pytest.mark.parametrize('plan, line', [
+    ('{"epochs": ', '{results}/plan.json: not a whole JSON file (.*); move it '
+     'away or use another --results'),
+    ('{"epochs": 999}', '{results} holds a study with another plan (.*); use '
+     'another --results')])
+def test_a_truncated_plan_or_another_plan_is_one_line(tmp_path, plan, line):
+    (tmp_path / 'plan.json').write_text(plan)
     proc = report_only(tmp_path, tmp_path / 'page.md')
     assert proc.returncode == 2
-    assert proc.stderr.startswith('paper_regime_study: error: {}: not a '
-                                  'whole JSON file ('.format(
-                                      tmp_path / 'plan.json'))
-    assert proc.stderr.endswith('; move it away or use another --results\n')
-    assert (tmp_path / 'plan.json').read_text() == '{"epochs": '
-
-
-def test_results_of_another_plan_are_one_line(tmp_path):
-    (tmp_path / 'plan.json').write_text('{"epochs": 999}')
-    proc = report_only(tmp_path, tmp_path / 'page.md')
-    assert proc.returncode == 2
-    assert proc.stderr.startswith('paper_regime_study: error: {} holds a '
-                                  'study with another plan ('.format(
-                                      tmp_path))
-    assert proc.stderr.count('\n') == 1
+    assert re.fullmatch('paper_regime_study: error: ' + line.format(
+        results=re.escape(str(tmp_path))) + '\n', proc.stderr), proc.stderr
+    assert (tmp_path / 'plan.json').read_text() == plan
