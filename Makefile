@@ -56,11 +56,13 @@ test-fast: setup
 DRIVER_TESTS := tests/integration/test_slurm.py \
 	tests/integration/test_local_cluster.py \
 	tests/integration/test_paper_regime_quick_study.py
-# Nor the stopped-worker tests: timers and signals, the same on both lines,
-# that spend most of their time waiting for the stall timeout.
+# Nor the stopped and blocked worker tests: timers and signals, the same on
+# both lines, that spend most of their time waiting for the stall timeout.
 STOPPED_WORKER_TESTS := \
 	tests/integration/test_reliability.py::test_a_stopped_rank \
-	tests/integration/test_reliability.py::test_a_rank_stopped
+	tests/integration/test_reliability.py::test_a_rank_stopped \
+	tests/integration/test_reliability.py::test_a_rank_blocked \
+	tests/integration/test_reliability.py::test_one_stop_signal
 NUMPY1 := VENV=.venv-numpy1 NUMPY='numpy<2' EXTRAS=fast-decode,mpi,tensorboard,test
 NUMPY1_SKIP := $(addprefix --ignore=,$(DRIVER_TESTS)) \
 	$(addprefix --deselect=,$(STOPPED_WORKER_TESTS))
