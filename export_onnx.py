@@ -30,12 +30,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     console.print_any_text()
     try:
-        import onnx
-    except ImportError:
-        fail("the onnx package is not installed; pip install -e '.[onnx]'")
-    try:
         outputs.refuse_existing(args.out, args.force, [args.model])
         network, metadata = models.saved_model.load(args.model)
+        onnx = import_onnx()
         graph = to_onnx(network, metadata)
         with outputs.replacing(args.out, args.force, [args.model]) as tmp:
             onnx.save(graph, tmp)
@@ -47,6 +44,15 @@ def main(argv=None):
     except OSError as e:
         fail('{}: {}'.format(args.out, e.strerror or e))
     print('wrote', args.out)
+
+
+def import_onnx():
+    """The onnx package (the onnx extra), or the script's one line."""
+    try:
+        import onnx
+    except ImportError:
+        fail("the onnx package is not installed; pip install -e '.[onnx]'")
+    return onnx
 
 
 def fail(message):
