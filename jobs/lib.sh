@@ -135,7 +135,7 @@ check_out_dir() {
     for entry in "$dir"/* "$dir"/.[!.]* "$dir"/..?*; do
         [[ -e $entry || -L $entry ]] || continue
         entry=${entry##*/}
-        [[ $entry =~ ^\.(lock|space_test[0-9]+|.+\.tmp[0-9]+(\.png)?)$ ]] ||
+        [[ $entry =~ ^\.(lock|.+\.tmp[0-9]+(\.png)?)$ ]] ||
             found+=("$entry")
     done
     if ((${#found[@]} == 0)); then
