@@ -92,7 +92,17 @@ def _read_payload(stream):
     return array
 
 
-class NpyFile(object):
+class _Closing(object):
+    """``with`` closes it (:meth:`close`)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+
+class NpyFile(_Closing):
     """A .npy file whose :attr:`header` is read and checked (against the
     file's size) when it is opened; :meth:`read` reads the array."""
 
@@ -118,12 +128,6 @@ class NpyFile(object):
     def close(self):
         self._file.close()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.close()
-
 
 def _read_through(archive, info):
     """Read member ``info`` of the zip ``archive`` a block at a time, so
@@ -148,7 +152,7 @@ def fails_its_crc(data):
     return False
 
 
-class NpzFile(object):
+class NpzFile(_Closing):
     """An .npz archive (``file``: its path or an open binary file; ``path``
     names it) whose members' headers are read and checked when it is
     opened. Like NumPy's ``NpzFile``: ``files``, ``in``, ``[name]`` (the
@@ -205,9 +209,3 @@ class NpzFile(object):
 
     def close(self):
         self.zip.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.close()
