@@ -161,7 +161,7 @@ def _class_folders(path, f, progress):
 def index_imagenet(train, val, devkit, checksums, progress):
     """The training and validation :class:`Records` of ImageNet's
     archives, with the devkit's :class:`~image_data.imagenet_devkit.Devkit`."""
-    _check_regular('devkit', devkit)
+    input_files.check_regular(devkit, 'devkit')
     kit = imagenet_devkit.read_devkit(devkit)
     with _open_archive(train) as f:
         archive = _archive(train, f, checksums)
@@ -237,17 +237,11 @@ def index_recordio(train, val, checksums, progress):
 
 
 def _open_archive(path):
-    _check_regular('archive', path)
+    input_files.check_regular(path, 'archive')
     f = open(path, 'rb')
     if not path.endswith('.rec'):
         tar_members.check_uncompressed(path, f)
     return f
-
-
-def _check_regular(what, path):
-    """Raise unless ``path`` is a regular file (a FIFO would block the
-    open, a device never end)."""
-    input_files.check_regular(path, what)
 
 
 def _is_tar_of_tars(path):
